@@ -1,0 +1,3 @@
+from rewardlab.cli import main
+
+main()
