@@ -1,0 +1,690 @@
+"""GRPO, Dr. GRPO, DAPO and GSPO as plain tensor functions: advantages, ratios, losses, KL, presets.
+
+What it simplifies: the four algorithms differ only in a handful of settings (advantage scale,
+ratio level, clip range, aggregation, KL, DAPO's reward/batch shaping), so they are one function
+set driven by plain-dict presets, with the few real differences as marked branches
+(``# --- GSPO ---``, ``# --- dual clip ---``). The specification is ``docs/algorithms.md``
+(shared); the numbers match verl 0.9.1 in float64 (``tests/test_algos_reference.py``).
+
+Nothing here knows about models or trainers, so the loss drops into any loop::
+
+    from rewardlab import algos
+
+    adv = algos.group_advantages(rewards, prompt_ids, scale="std")          # (B,)
+    loss, metrics = algos.policy_loss(logp, old_logp, adv, mask,
+                                      **algos.loss_kwargs(algos.preset("dapo")),
+                                      num_tokens=step_tokens, num_seqs=step_seqs)
+    loss.backward()
+
+Shapes: ``B`` rows (responses), ``T`` padded response length. Per-token tensors are ``(B, T)``
+and ``mask`` is 1 on every generated token (EOS included) and 0 on padding. Padding values never
+matter (they are replaced by zeros before any arithmetic, so even NaN padding is harmless).
+
+Precision: ``policy_loss`` and ``kl_penalty`` compute in float32 for float16/bfloat16/float32
+inputs and in float64 when ``logp`` is float64; the returned loss has that dtype and autograd
+casts the gradient back to ``logp``'s dtype.
+
+Run the tests with ``.venv/bin/python -m pytest -q tests/test_algos*.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from rewardlab.errors import RewardlabError
+
+Tensor = torch.Tensor
+Number = int | float
+
+AGGREGATIONS: tuple[str, ...] = (
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+    "token-sum",
+)
+"""Loss aggregation modes. ``token-sum`` (verl's unnormalised sum, scales with batch size) is kept
+for comparison only; no preset uses it."""
+
+KL_KINDS: tuple[str, ...] = ("k1", "k2", "k3", "k1+", "k3+")
+"""KL estimators (Schulman's k1/k2/k3; ``+`` = value of k1/k3 with the gradient of k2)."""
+
+_KL_ALIASES = {"low_var_kl": "k3", "low_var_kl+": "k3+", "kl": "k1", "mse": "k2"}
+RATIO_LEVELS: tuple[str, ...] = ("token", "sequence")
+ADVANTAGE_SCALES: tuple[str, ...] = ("std", "none")
+
+_LOG_RATIO_CLAMP = 20.0  # token ratio: exp(clamp(lp - lp_old, -20, 20))
+_GSPO_LOG_MAX = 10.0  # GSPO-token ratio: log clamped at 10 from above
+_K3_X_CLAMP = 20.0  # k3: x = lp_ref - lp clamped to [-20, 20]
+_K3_VALUE_CLAMP = 10.0  # k3: value clamped to [-10, 10]
+
+
+class AlgoError(RewardlabError, ValueError):
+    """A bad algorithm setting or argument (a ``RewardlabError`` for the CLI, a ``ValueError`` for code)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# presets
+# ----------------------------------------------------------------------------------------------
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": {  # DeepSeekMath: z-score, token ratio, symmetric clip, sequence mean, k3 KL at 0.04
+        "advantage": "std",
+        "ratio": "token",
+        "eps_low": 0.2,
+        "eps_high": 0.2,
+        "clip_ratio_c": None,
+        "agg": "seq-mean-token-mean",
+        "beta": 0.04,
+        "kl": "k3",
+        "entropy_coef": 0.0,
+        "dynamic_sampling": False,
+        "overlong": False,
+        "overlong_factor": 1.0,
+        "overlong_filter": False,
+        "mini_batches": 1,
+    },
+    "dr_grpo": {  # Dr. GRPO: r - mean, sum over tokens / constant L, no KL
+        "advantage": "none",
+        "ratio": "token",
+        "eps_low": 0.2,
+        "eps_high": 0.2,
+        "clip_ratio_c": None,
+        "agg": "seq-mean-token-sum-norm",
+        "beta": 0.0,
+        "kl": "k3",
+        "entropy_coef": 0.0,
+        "dynamic_sampling": False,
+        "overlong": False,
+        "overlong_factor": 1.0,
+        "overlong_filter": False,
+        "mini_batches": 1,
+    },
+    "dapo": {  # DAPO: clip-higher, token mean, no KL, dynamic sampling, soft overlong punishment
+        "advantage": "std",
+        "ratio": "token",
+        "eps_low": 0.2,
+        "eps_high": 0.28,
+        "clip_ratio_c": None,
+        "agg": "token-mean",
+        "beta": 0.0,
+        "kl": "k3",
+        "entropy_coef": 0.0,
+        "dynamic_sampling": True,
+        "overlong": True,
+        "overlong_factor": 1.0,
+        "overlong_filter": False,
+        "mini_batches": 1,
+    },
+    "gspo": {  # GSPO: sequence ratio, tiny clip range, sequence mean, 4 mini-batches per rollout
+        "advantage": "std",
+        "ratio": "sequence",
+        "eps_low": 3e-4,
+        "eps_high": 4e-4,
+        "clip_ratio_c": None,
+        "agg": "seq-mean-token-mean",
+        "beta": 0.0,
+        "kl": "k3",
+        "entropy_coef": 0.0,
+        "dynamic_sampling": False,
+        "overlong": False,
+        "overlong_factor": 1.0,
+        "overlong_filter": False,
+        "mini_batches": 4,
+    },
+}
+"""The algorithm presets of ``docs/algorithms.md`` as plain data. Fields:
+
+- ``advantage``: ``"std"`` (group z-score) or ``"none"`` (r - group mean) -> ``group_advantages(scale=)``.
+- ``ratio``, ``eps_low``, ``eps_high``, ``clip_ratio_c``, ``agg``, ``beta``, ``kl``, ``entropy_coef``:
+  the ``policy_loss`` keyword arguments of the same names (see :func:`loss_kwargs`).
+- ``dynamic_sampling``: drop zero-variance groups and regenerate (:func:`dynamic_sampling_keep`).
+- ``overlong`` / ``overlong_factor``: add DAPO's soft overlong penalty to the reward
+  (:func:`overlong_penalty`; the cache length is a generation setting, not part of the preset).
+- ``overlong_filter``: mask out rows truncated without EOS (loss only; they still count in rewards).
+- ``mini_batches``: optimizer steps per rollout batch per epoch (GSPO: 4, which makes it off-policy).
+
+``seq-mean-token-sum-norm`` (Dr. GRPO) also needs ``max_len`` = max new tokens at loss time.
+Use :func:`preset` to get a validated copy with overrides; do not mutate this dict.
+"""
+
+LOSS_FIELDS: tuple[str, ...] = ("ratio", "eps_low", "eps_high", "clip_ratio_c", "agg", "beta", "kl", "entropy_coef")
+"""Preset fields that are ``policy_loss`` keyword arguments."""
+
+_BOOL_FIELDS = ("dynamic_sampling", "overlong", "overlong_filter")
+
+
+def validate_algo(cfg: Mapping[str, Any]) -> None:
+    """Check an algorithm dict (a preset with overrides); raise :class:`AlgoError` naming the bad field."""
+    unknown = sorted(set(cfg) - set(PRESETS["grpo"]))
+    if unknown:
+        raise AlgoError(
+            f"unknown algorithm field(s) {', '.join(map(repr, unknown))}; valid fields: {', '.join(PRESETS['grpo'])}"
+        )
+    _check_choice("advantage", cfg.get("advantage", "std"), ADVANTAGE_SCALES)
+    _check_choice("ratio", cfg.get("ratio", "token"), RATIO_LEVELS)
+    _check_choice("agg", cfg.get("agg", "token-mean"), AGGREGATIONS)
+    _check_choice("kl", _kl_kind(cfg.get("kl", "k3")), KL_KINDS)
+    _check_clip(cfg.get("eps_low", 0.2), cfg.get("eps_high", 0.2), cfg.get("clip_ratio_c"), cfg.get("ratio", "token"))
+    beta = cfg.get("beta", 0.0)
+    if not _is_real(beta) or beta < 0:
+        raise AlgoError(f"beta must be a number >= 0, got {beta!r}")
+    if not _is_real(cfg.get("entropy_coef", 0.0)):
+        raise AlgoError(f"entropy_coef must be a number, got {cfg.get('entropy_coef')!r}")
+    factor = cfg.get("overlong_factor", 1.0)
+    if not _is_real(factor) or factor < 0:
+        raise AlgoError(f"overlong_factor must be a number >= 0, got {factor!r}")
+    mb = cfg.get("mini_batches", 1)
+    if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
+        raise AlgoError(f"mini_batches must be an integer >= 1, got {mb!r}")
+    for name in _BOOL_FIELDS:
+        if name in cfg and not isinstance(cfg[name], bool):
+            raise AlgoError(f"{name} must be true or false, got {cfg[name]!r}")
+
+
+def preset(name: str, **overrides: Any) -> dict[str, Any]:
+    """A fresh, validated copy of preset ``name`` with ``overrides`` applied.
+
+    >>> preset("dapo", eps_high=0.3)["eps_high"]
+    0.3
+
+    Raises :class:`AlgoError` (a ``RewardlabError`` and a ``ValueError``) for an unknown preset
+    name, an unknown field, or a value that cannot work (e.g. ``clip_ratio_c <= 1``).
+    """
+    if name not in PRESETS:
+        raise AlgoError(f"unknown algorithm preset {name!r}; choose one of: {', '.join(PRESETS)}")
+    cfg = dict(PRESETS[name])
+    unknown = sorted(set(overrides) - set(cfg))
+    if unknown:
+        raise AlgoError(
+            f"unknown field(s) {', '.join(map(repr, unknown))} for preset {name!r}; valid fields: {', '.join(cfg)}"
+        )
+    cfg.update(overrides)
+    if "kl" in overrides:
+        cfg["kl"] = _kl_kind(cfg["kl"])
+    validate_algo(cfg)
+    return cfg
+
+
+def loss_kwargs(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``policy_loss`` keyword arguments in an algorithm dict (``LOSS_FIELDS`` that are present)."""
+    return {k: cfg[k] for k in LOSS_FIELDS if k in cfg}
+
+
+# ----------------------------------------------------------------------------------------------
+# advantages and DAPO's batch/reward shaping
+# ----------------------------------------------------------------------------------------------
+
+
+def group_advantages(
+    rewards: Tensor | Sequence[float],
+    group_ids: Tensor | Sequence[Hashable],
+    *,
+    scale: str = "std",
+    eps: float = 1e-6,
+) -> Tensor:
+    """Per-response advantages from per-response rewards, with statistics per prompt id.
+
+    ``scale="std"`` (GRPO, DAPO, GSPO): ``A_i = (r_i - mean_g) / (std_g + eps)`` with the unbiased
+    (n-1) std; ``scale="none"`` (Dr. GRPO): ``A_i = r_i - mean_g``. Groups are formed by equal
+    ``group_ids`` (any hashables, or an integer tensor) in any order. As in verl, a group with one
+    member has mean 0 and std 1 (its advantage is ``r / (1 + eps)``, or ``r`` unscaled), and a group
+    of two or more equal rewards gets advantage exactly 0.
+
+    Returns a ``(B,)`` tensor: ``rewards``' dtype when it is a floating tensor, else float32.
+    Statistics are computed in float64. Broadcast over tokens as ``adv[:, None]``, or pass it to
+    :func:`policy_loss` as is.
+    """
+    _check_choice("scale", scale, ADVANTAGE_SCALES)
+    r, out_dtype = _as_float_vector(rewards, "rewards")
+    inv, n_groups = _group_index(group_ids, len(r), r.device)
+    r64 = r.to(torch.float64)  # (B,)
+    if not bool(torch.isfinite(r64).all()):
+        raise AlgoError("rewards must be finite numbers (map ungradable None scores to a value first)")
+    count = torch.bincount(inv, minlength=n_groups).to(torch.float64)  # (G,)
+    mean = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(0, inv, r64) / count  # (G,)
+    dev = r64 - mean[inv]  # (B,)
+    ss = torch.zeros(n_groups, dtype=torch.float64, device=r.device).index_add_(0, inv, dev * dev)  # (G,)
+    std = torch.sqrt(ss / (count - 1).clamp(min=1))  # (G,) unbiased
+    single = count == 1  # (G,)
+    mean = torch.where(single, torch.zeros_like(mean), mean)  # verl: singleton mean 0
+    std = torch.where(single, torch.ones_like(std), std)  # verl: singleton std 1
+    gmax = torch.full((n_groups,), -math.inf, dtype=torch.float64, device=r.device).scatter_reduce(0, inv, r64, "amax")
+    gmin = torch.full((n_groups,), math.inf, dtype=torch.float64, device=r.device).scatter_reduce(0, inv, r64, "amin")
+    all_equal = (gmax == gmin) & ~single  # (G,)
+    adv = r64 - mean[inv]  # (B,)
+    if scale == "std":
+        adv = adv / (std[inv] + eps)
+    adv = torch.where(all_equal[inv], torch.zeros_like(adv), adv)  # exact 0, not float noise
+    return adv.to(out_dtype)
+
+
+def dynamic_sampling_keep(scores: Tensor | Sequence[float], group_ids: Tensor | Sequence[Hashable]) -> Tensor:
+    """DAPO's dynamic-sampling filter: a ``(B,)`` bool mask, True for rows whose group survives.
+
+    A group with two or more members is dropped when its scores (accuracy or the chosen metric)
+    have zero spread (all equal); a single-member group is kept, as in verl. The caller keeps
+    generating until enough groups survive, then truncates (``docs/algorithms.md``). The fraction
+    of dropped groups is the ``frac_zero_std_groups`` metric.
+    """
+    s, _ = _as_float_vector(scores, "scores")
+    inv, n_groups = _group_index(group_ids, len(s), s.device)
+    s64 = s.to(torch.float64)  # (B,)
+    count = torch.bincount(inv, minlength=n_groups)  # (G,)
+    gmax = torch.full((n_groups,), -math.inf, dtype=torch.float64, device=s.device).scatter_reduce(0, inv, s64, "amax")
+    gmin = torch.full((n_groups,), math.inf, dtype=torch.float64, device=s.device).scatter_reduce(0, inv, s64, "amin")
+    keep_group = (gmax != gmin) | (count == 1)  # (G,)
+    return keep_group[inv]  # (B,)
+
+
+def overlong_penalty(
+    lengths: Tensor | Sequence[int], max_len: int, cache_len: int, factor: float = 1.0
+) -> Tensor:
+    """DAPO's soft overlong punishment, to be added to each response's reward.
+
+    ``penalty = min(-(n - (max_len - cache_len)) / cache_len * factor, 0)``: 0 up to
+    ``max_len - cache_len`` tokens, falling linearly to ``-factor`` at ``max_len``. ``lengths`` are
+    response lengths in tokens (EOS included). Returns a ``(B,)`` float tensor (``lengths``' dtype
+    when floating, else float32).
+    """
+    if not (isinstance(max_len, int) and isinstance(cache_len, int)) or not 0 < cache_len <= max_len:
+        raise AlgoError(f"overlong shaping needs integers 0 < cache_len <= max_len, got cache_len={cache_len!r}, max_len={max_len!r}")
+    if not _is_real(factor) or factor < 0:
+        raise AlgoError(f"overlong factor must be a number >= 0, got {factor!r}")
+    n, out_dtype = _as_float_vector(lengths, "lengths")
+    n64 = n.to(torch.float64)  # (B,)
+    exceed = n64 - (max_len - cache_len)  # (B,)
+    return (-exceed / cache_len * factor).clamp(max=0.0).to(out_dtype)  # (B,)
+
+
+# ----------------------------------------------------------------------------------------------
+# KL, aggregation, policy loss
+# ----------------------------------------------------------------------------------------------
+
+
+def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
+    """Per-token KL(pi || pi_ref) estimate, ``(B, T)``, unmasked, with gradient through ``logp``.
+
+    With ``x = ref_logp - logp``: ``k1 = -x``; ``k2 = x^2 / 2``; ``k3`` (``low_var_kl``) =
+    ``exp(x) - x - 1`` with ``x`` clamped to [-20, 20] and the value to [-10, 10]. ``k1+`` and
+    ``k3+`` have the value of k1/k3 and the gradient of k2 (straight-through), which is the
+    unbiased gradient of KL(pi || pi_ref) when sampling from pi. Computed in float32 for low
+    precision inputs and in float64 for float64 ``logp``.
+    """
+    kind = _kl_kind(kind)
+    _check_choice("kl", kind, KL_KINDS)
+    cdt = _compute_dtype(logp)
+    lp = logp.to(cdt)  # (B, T)
+    x = ref_logp.to(cdt) - lp  # (B, T)
+    base = kind.rstrip("+")
+    if base == "k1":
+        value = -x  # (B, T)
+    elif base == "k2":
+        value = 0.5 * x * x  # (B, T)
+    else:
+        xc = x.clamp(-_K3_X_CLAMP, _K3_X_CLAMP)  # (B, T)
+        value = (torch.exp(xc) - xc - 1).clamp(-_K3_VALUE_CLAMP, _K3_VALUE_CLAMP)  # (B, T)
+    if kind.endswith("+"):  # straight-through: forward = value, backward = d(k2)
+        k2 = 0.5 * x * x  # (B, T)
+        value = value.detach() + (k2 - k2.detach())  # (B, T)
+    return value
+
+
+def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """GSPO's length-normalised log importance ratio ``log s_i = sum_t m (lp - lp_old) / n_i``, ``(B,)``.
+
+    Rows without response tokens get 0 (s_i = 1). Gradient flows through ``logp``.
+    """
+    m = mask.bool()  # (B, T)
+    cdt = _compute_dtype(logp)
+    zero = torch.zeros((), dtype=cdt, device=logp.device)
+    diff = torch.where(m, logp.to(cdt) - old_logp.to(cdt), zero)  # (B, T)
+    return diff.sum(-1) / m.sum(-1).clamp(min=1).to(cdt)  # (B,)
+
+
+def aggregate(
+    values: Tensor,
+    mask: Tensor,
+    agg: str,
+    *,
+    max_len: int | None = None,
+    num_tokens: Number | Tensor | None = None,
+    num_seqs: Number | Tensor | None = None,
+) -> Tensor:
+    """Reduce per-token ``values`` ``(B, T)`` to one number under ``agg`` (see ``AGGREGATIONS``).
+
+    With ``S_i = sum_t m[i,t] values[i,t]``, ``n_i = sum_t m[i,t]``, ``B_eff`` = rows with
+    ``n_i > 0``: ``token-mean`` = ``sum S_i / N``; ``seq-mean-token-mean`` = ``sum (S_i / n_i) / B_eff``;
+    ``seq-mean-token-sum`` = ``sum S_i / B_eff``; ``seq-mean-token-sum-norm`` = ``sum S_i / max_len / B_eff``;
+    ``token-sum`` = ``sum S_i``. ``N`` is ``num_tokens`` and ``B_eff`` is ``num_seqs`` when given
+    (the whole optimizer step's counts, so micro-batch losses sum to the step's loss), else this
+    batch's own counts.
+    """
+    _check_choice("agg", agg, AGGREGATIONS)
+    m = mask.bool()  # (B, T)
+    v = torch.where(m, values, torch.zeros((), dtype=values.dtype, device=values.device))  # (B, T)
+    mf = m.to(values.dtype)  # (B, T)
+    if agg == "token-mean":
+        denom = _denominator(num_tokens, mf.sum(), "num_tokens")
+        return v.sum() / denom
+    if agg == "token-sum":
+        return v.sum()
+    n = mf.sum(-1)  # (B,)
+    seq_sum = v.sum(-1)  # (B,)
+    if agg == "seq-mean-token-mean":
+        per_seq = seq_sum / n.clamp(min=1)  # (B,); empty rows contribute 0
+    elif agg == "seq-mean-token-sum":
+        per_seq = seq_sum  # (B,)
+    else:  # seq-mean-token-sum-norm (Dr. GRPO): a constant L, never the padded width
+        if max_len is None or not _is_real(max_len) or max_len <= 0:
+            raise AlgoError("agg 'seq-mean-token-sum-norm' needs max_len = the max new tokens (a constant > 0)")
+        per_seq = seq_sum / max_len  # (B,)
+    denom = _denominator(num_seqs, (n > 0).sum().to(values.dtype), "num_seqs")
+    return per_seq.sum() / denom
+
+
+METRIC_REDUCE: dict[str, str] = {
+    "loss": "sum",
+    "pg_loss": "sum",
+    "clip_frac": "token",
+    "clip_frac_low": "token",
+    "clip_frac_high": "token",
+    "dual_clip_frac": "token",
+    "approx_kl_old": "token",
+    "ratio/mean": "token",
+    "ratio/min": "min",
+    "ratio/max": "max",
+    "kl_ref": "token",
+    "entropy": "token",
+    "tokens": "sum",
+    "seqs": "sum",
+}
+"""How each ``policy_loss`` metric combines over micro-batches (and ranks): ``sum`` (the losses,
+already divided by the step's denominators, and the counts), ``token`` (a mean over this batch's
+response tokens: weight by ``tokens``), ``min`` / ``max``. :func:`combine_metrics` applies it."""
+
+
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    ratio: str = "token",
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    clip_ratio_c: float | None = None,
+    agg: str = "token-mean",
+    max_len: int | None = None,
+    ref_logp: Tensor | None = None,
+    beta: float = 0.0,
+    kl: str = "k3",
+    entropy: Tensor | None = None,
+    entropy_coef: float = 0.0,
+    num_tokens: Number | Tensor | None = None,
+    num_seqs: Number | Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The clipped policy-gradient loss (to minimise) and its metrics.
+
+    Args:
+        logp: ``(B, T)`` log-probs of the sampled tokens under the current policy (with grad).
+        old_logp: ``(B, T)`` log-probs under the policy that generated the batch (no grad).
+            On-policy (one optimizer step per rollout batch) pass ``logp.detach()``.
+        advantages: ``(B,)`` per response (from :func:`group_advantages`) or ``(B, T)`` per token.
+        mask: ``(B, T)`` 1/True on response tokens (EOS included), 0 on padding.
+        ratio: ``"token"`` (GRPO, Dr. GRPO, DAPO) or ``"sequence"`` (GSPO, in its GSPO-token form).
+        eps_low, eps_high: clip range ``[1 - eps_low, 1 + eps_high]``.
+        clip_ratio_c: dual-clip constant (> 1) bounding the loss of A < 0 tokens at ``-A * c``;
+            None = off. Not defined for ``ratio="sequence"``.
+        agg: aggregation mode (see :func:`aggregate`); ``max_len`` is the constant L of
+            ``seq-mean-token-sum-norm``.
+        ref_logp, beta, kl: KL to a frozen reference, added per token as ``beta * k``; with
+            ``beta=0`` and ``ref_logp`` given, ``kl_ref`` is still reported.
+        entropy, entropy_coef: ``(B, T)`` per-token entropy; ``- entropy_coef * H`` is added per token.
+        num_tokens, num_seqs: the whole optimizer step's response-token count and B_eff (summed
+            over micro-batches and ranks). Pass them when a step is split, so that the sum of the
+            micro-batch losses equals the loss of the step (exactly the same gradient).
+
+    Returns:
+        ``(loss, metrics)``: ``loss`` a 0-dim tensor (float32, or float64 for float64 ``logp``);
+        ``metrics`` a dict of detached 0-dim tensors named in :data:`METRIC_REDUCE`
+        (``kl_ref`` only with ``ref_logp``, ``entropy`` only with ``entropy``). Token metrics are
+        means over this call's response tokens; combine calls with :func:`combine_metrics`.
+    """
+    _check_choice("ratio", ratio, RATIO_LEVELS)
+    _check_choice("agg", agg, AGGREGATIONS)
+    kl = _kl_kind(kl)
+    _check_choice("kl", kl, KL_KINDS)
+    _check_clip(eps_low, eps_high, clip_ratio_c, ratio)
+    if logp.dim() != 2:
+        raise AlgoError(f"logp must be (B, T), got shape {tuple(logp.shape)}")
+    for name, t in (("old_logp", old_logp), ("mask", mask), ("ref_logp", ref_logp), ("entropy", entropy)):
+        if t is not None and t.shape != logp.shape:
+            raise AlgoError(f"{name} must have logp's shape {tuple(logp.shape)}, got {tuple(t.shape)}")
+    if advantages.shape not in (logp.shape, logp.shape[:1]):
+        raise AlgoError(f"advantages must be (B,) or (B, T) = {tuple(logp.shape)}, got {tuple(advantages.shape)}")
+    if beta != 0 and ref_logp is None:
+        raise AlgoError("beta != 0 needs ref_logp (log-probs under the reference model)")
+    if entropy_coef != 0 and entropy is None:
+        raise AlgoError("entropy_coef != 0 needs the per-token entropy tensor")
+
+    cdt = _compute_dtype(logp)
+    m = mask.bool()  # (B, T)
+    mf = m.to(cdt)  # (B, T)
+    zero = torch.zeros((), dtype=cdt, device=logp.device)
+    lp = torch.where(m, logp.to(cdt), zero)  # (B, T) padding -> 0 (also blocks NaN gradients)
+    lp_old = torch.where(m, old_logp.detach().to(cdt), zero)  # (B, T)
+    adv = advantages.detach().to(cdt)
+    if adv.dim() == 1:
+        adv = adv[:, None].expand_as(lp)  # (B, T)
+    adv = torch.where(m, adv, zero)  # (B, T)
+    log_ratio = lp - lp_old  # (B, T)
+
+    if ratio == "token":
+        rho = torch.exp(log_ratio.clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP))  # (B, T)
+    else:
+        # --- GSPO: s_i = exp(mean_t log ratio), as sg(s_i) * exp(lp - sg(lp)) (GSPO-token form) ---
+        log_s = sequence_log_ratio(lp, lp_old, m)  # (B,)
+        log_rho = lp - lp.detach() + log_s.detach()[:, None]  # (B, T) value log s_i, grad d lp
+        rho = torch.exp(log_rho.clamp(max=_GSPO_LOG_MAX))  # (B, T)
+
+    loss_unclipped = -adv * rho  # (B, T)
+    loss_clipped = -adv * rho.clamp(1 - eps_low, 1 + eps_high)  # (B, T)
+    tok_loss = torch.maximum(loss_unclipped, loss_clipped)  # (B, T)
+    dual = torch.zeros_like(m)  # (B, T)
+    if clip_ratio_c is not None:
+        # --- dual clip: for A < 0, cap the loss at -A * c ---
+        cap = -adv * clip_ratio_c  # (B, T)
+        dual = (adv < 0) & (tok_loss > cap) & m  # (B, T)
+        tok_loss = torch.where(adv < 0, torch.minimum(tok_loss, cap), tok_loss)  # (B, T)
+
+    total = tok_loss  # (B, T)
+    kl_tok = None
+    if ref_logp is not None:
+        lp_ref = torch.where(m, ref_logp.detach().to(cdt), zero)  # (B, T)
+        kl_tok = kl_penalty(lp, lp_ref, kl)  # (B, T)
+        if beta != 0:
+            total = total + beta * kl_tok  # (B, T)
+    ent = None
+    if entropy is not None:
+        ent = torch.where(m, entropy.to(cdt), zero)  # (B, T)
+        if entropy_coef != 0:
+            total = total - entropy_coef * ent  # (B, T)
+
+    kw = {"max_len": max_len, "num_tokens": num_tokens, "num_seqs": num_seqs}
+    loss = aggregate(total, m, agg, **kw)
+
+    # --- metrics (detached; token means over this call's response tokens) ---
+    with torch.no_grad():
+        n_tok = mf.sum()
+        denom = n_tok.clamp(min=1)
+        r = rho.detach()  # (B, T)
+        low = (adv < 0) & (r < 1 - eps_low) & m  # (B, T)
+        high = (adv > 0) & (r > 1 + eps_high) & m  # (B, T)
+        big = torch.finfo(cdt).max
+        one = torch.ones((), dtype=cdt, device=r.device)
+        metrics: dict[str, Tensor] = {
+            "loss": loss.detach(),
+            "pg_loss": aggregate(tok_loss.detach(), m, agg, **kw) if total is not tok_loss else loss.detach(),
+            "clip_frac": (low | high).to(cdt).sum() / denom,
+            "clip_frac_low": low.to(cdt).sum() / denom,
+            "clip_frac_high": high.to(cdt).sum() / denom,
+            "dual_clip_frac": dual.to(cdt).sum() / denom,
+            "approx_kl_old": ((lp_old - lp.detach()) * mf).sum() / denom,
+            "ratio/mean": (r * mf).sum() / denom,
+            # no host sync: an empty batch reports 1.0 (combine_metrics ignores it)
+            "ratio/min": torch.where(n_tok > 0, torch.where(m, r, big).min(), one),
+            "ratio/max": torch.where(n_tok > 0, torch.where(m, r, -big).max(), one),
+        }
+        if kl_tok is not None:
+            metrics["kl_ref"] = (kl_tok.detach() * mf).sum() / denom
+        if ent is not None:
+            metrics["entropy"] = (ent.detach() * mf).sum() / denom
+        metrics["tokens"] = n_tok
+        metrics["seqs"] = (mf.sum(-1) > 0).sum().to(cdt)
+    return loss, metrics
+
+
+def combine_metrics(parts: Iterable[Mapping[str, Tensor | float]]) -> dict[str, float]:
+    """Combine ``policy_loss`` metrics of several micro-batches (or ranks' gathered lists) into floats.
+
+    ``sum`` metrics are added (``loss`` then equals the step's loss when ``num_tokens``/``num_seqs``
+    were passed), ``token`` metrics are averaged weighted by ``tokens``, ``min``/``max`` reduce.
+    Micro-batches without response tokens do not affect means, minima or maxima. Keys not in
+    :data:`METRIC_REDUCE` are averaged with equal weight.
+    """
+    parts = [{k: float(v) for k, v in p.items()} for p in parts]
+    out: dict[str, float] = {}
+    keys: list[str] = []
+    for p in parts:
+        keys.extend(k for k in p if k not in keys)
+    total_tokens = sum(p.get("tokens", 0.0) for p in parts)
+    for k in keys:
+        have = [p for p in parts if k in p]
+        how = METRIC_REDUCE.get(k, "plain")
+        if how == "sum":
+            out[k] = sum(p[k] for p in have)
+        elif how == "token":
+            w = sum(p.get("tokens", 0.0) for p in have)
+            out[k] = sum(p[k] * p.get("tokens", 0.0) for p in have) / w if w > 0 else 0.0
+        elif how in ("min", "max"):
+            vals = [p[k] for p in have if p.get("tokens", 0.0) > 0] or [1.0]
+            out[k] = min(vals) if how == "min" else max(vals)
+        else:
+            out[k] = sum(p[k] for p in have) / len(have)
+    if parts and "tokens" not in keys:
+        out["tokens"] = total_tokens
+    return out
+
+
+def step_counts(masks: Tensor | Iterable[Tensor]) -> tuple[int, int]:
+    """``(num_tokens, num_seqs)`` of an optimizer step from its response mask(s) (all micro-batches).
+
+    Sum these over ranks (``all_reduce_sum``) before passing them to :func:`policy_loss`.
+    """
+    if isinstance(masks, Tensor):
+        masks = [masks]
+    tokens = seqs = 0
+    for mk in masks:
+        mb = mk.bool()  # (B, T)
+        tokens += int(mb.sum())
+        seqs += int(mb.any(-1).sum())
+    return tokens, seqs
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def _compute_dtype(t: Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def _is_real(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _kl_kind(kind: Any) -> Any:
+    return _KL_ALIASES.get(kind, kind) if isinstance(kind, str) else kind
+
+
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise AlgoError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
+
+
+def _check_clip(eps_low: Any, eps_high: Any, clip_ratio_c: Any, ratio: str) -> None:
+    if not _is_real(eps_low) or not 0 <= eps_low < 1:
+        raise AlgoError(f"eps_low must be in [0, 1), got {eps_low!r}")
+    if not _is_real(eps_high) or eps_high < 0:
+        raise AlgoError(f"eps_high must be >= 0, got {eps_high!r}")
+    if clip_ratio_c is not None:
+        if not _is_real(clip_ratio_c) or clip_ratio_c <= 1:
+            raise AlgoError(f"clip_ratio_c (dual clip) must be > 1 or None, got {clip_ratio_c!r}")
+        if ratio == "sequence":
+            raise AlgoError("dual clip (clip_ratio_c) is not defined for the sequence ratio (GSPO); set it to None")
+
+
+def _denominator(given: Number | Tensor | None, local: Tensor, name: str) -> Tensor | float:
+    if given is None:
+        return local.clamp(min=1)
+    if isinstance(given, Tensor):
+        return given.to(local.dtype)
+    if not _is_real(given) or given <= 0:
+        raise AlgoError(f"{name} must be > 0 (the optimizer step's total), got {given!r}")
+    return float(given)
+
+
+def _as_float_vector(x: Tensor | Sequence[float], name: str) -> tuple[Tensor, torch.dtype]:
+    if isinstance(x, Tensor):
+        t = x.detach()
+        out_dtype = t.dtype if t.is_floating_point() else torch.float32
+    else:
+        t = torch.as_tensor(list(x), dtype=torch.float64)
+        out_dtype = torch.float32
+    if t.dim() != 1:
+        raise AlgoError(f"{name} must be one value per response (B,), got shape {tuple(t.shape)}")
+    return t, out_dtype
+
+
+def _group_index(group_ids: Tensor | Sequence[Hashable], size: int, device: torch.device) -> tuple[Tensor, int]:
+    """Dense group index ``(B,)`` in 0..G-1 and G, from arbitrary ids."""
+    if isinstance(group_ids, Tensor):
+        if group_ids.dim() != 1:
+            raise AlgoError(f"group_ids must be (B,), got shape {tuple(group_ids.shape)}")
+        _, inv = torch.unique(group_ids, return_inverse=True)
+        n_groups = int(inv.max()) + 1 if inv.numel() else 0
+    else:
+        index: dict[Hashable, int] = {}
+        inv = torch.tensor([index.setdefault(g, len(index)) for g in group_ids], dtype=torch.long)
+        n_groups = len(index)
+    if inv.numel() != size:
+        raise AlgoError(f"group_ids has {inv.numel()} entries for {size} responses")
+    return inv.to(device), n_groups
+
+
+__all__ = [
+    "AGGREGATIONS",
+    "KL_KINDS",
+    "LOSS_FIELDS",
+    "METRIC_REDUCE",
+    "PRESETS",
+    "AlgoError",
+    "aggregate",
+    "combine_metrics",
+    "dynamic_sampling_keep",
+    "group_advantages",
+    "kl_penalty",
+    "loss_kwargs",
+    "overlong_penalty",
+    "policy_loss",
+    "preset",
+    "sequence_log_ratio",
+    "step_counts",
+    "validate_algo",
+]

@@ -1,0 +1,437 @@
+"""rewardlab.algos: micro-batch invariance, clamps, KL variants, dtypes, presets and argument errors.
+
+Reference numbers from verl live in test_algos_reference.py; hypothesis properties in
+test_algos_properties.py. Run: ``.venv/bin/python -m pytest -q tests/test_algos*.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from rewardlab import algos
+from rewardlab.errors import RewardlabError
+
+F64 = torch.float64
+AGGS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum"]
+MAX_LEN = 16
+
+
+def make_batch(B: int = 12, T: int = 10, seed: int = 0, empty_rows: tuple[int, ...] = (5,)) -> dict[str, torch.Tensor]:
+    """A random float64 batch with unequal lengths, some rows with no response tokens."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, T + 1, (B,), generator=g)  # (B,)
+    for i in empty_rows:
+        lengths[i] = 0
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).to(F64)  # (B, T)
+    old = -torch.rand(B, T, generator=g, dtype=F64) * 3  # (B, T)
+    logp = old + 0.4 * torch.randn(B, T, generator=g, dtype=F64)  # (B, T) off-policy
+    ref = old + 0.3 * torch.randn(B, T, generator=g, dtype=F64)  # (B, T)
+    ent = torch.rand(B, T, generator=g, dtype=F64) * 2  # (B, T)
+    rewards = torch.randint(0, 2, (B,), generator=g).to(F64)  # (B,)
+    ids = [i // 4 for i in range(B)]
+    adv = algos.group_advantages(rewards, ids)  # (B,)
+    return {"logp": logp, "old": old, "ref": ref, "ent": ent, "adv": adv, "mask": mask}
+
+
+def run(batch, rows=slice(None), width: int | None = None, **kw):
+    """policy_loss on a row slice (optionally trimmed to ``width`` columns); returns loss, metrics, grads."""
+    lp = batch["logp"][rows].clone().requires_grad_()
+    ent = batch["ent"][rows].clone().requires_grad_()
+    cols = slice(None, width)
+    loss, metrics = algos.policy_loss(
+        lp[:, cols], batch["old"][rows][:, cols], batch["adv"][rows], batch["mask"][rows][:, cols],
+        ref_logp=batch["ref"][rows][:, cols], entropy=ent[:, cols], **kw,
+    )
+    g_lp, g_ent = torch.autograd.grad(loss, (lp, ent), allow_unused=True, materialize_grads=True)
+    return loss, metrics, g_lp, g_ent
+
+
+# ----------------------------------------------------------------------------------------------
+# micro-batch and rank invariance
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agg", AGGS)
+@pytest.mark.parametrize("ratio", ["token", "sequence"])
+@pytest.mark.parametrize("splits", [[12], [6, 6], [1, 4, 2, 5], [3] * 4])
+def test_micro_batches_sum_to_the_step(agg, ratio, splits):
+    batch = make_batch()
+    kw = dict(agg=agg, ratio=ratio, max_len=MAX_LEN, beta=0.1, kl="k3", entropy_coef=0.01,
+              eps_low=0.2, eps_high=0.28, clip_ratio_c=3.0 if ratio == "token" else None)
+    full_loss, full_metrics, full_g, full_ge = run(batch, **kw)
+    num_tokens, num_seqs = algos.step_counts(batch["mask"])
+    assert num_seqs == 11  # the empty row is not in B_eff
+    parts, grads, egrads, total = [], [], [], 0.0
+    start = 0
+    for size in splits:
+        rows = slice(start, start + size)
+        width = int(batch["mask"][rows].sum(-1).max())  # each micro-batch padded to its own width
+        loss, metrics, g, ge = run(batch, rows, width=max(width, 1), num_tokens=num_tokens, num_seqs=num_seqs, **kw)
+        total = total + loss
+        parts.append(metrics)
+        grads.append(g)
+        egrads.append(ge)
+        start += size
+    torch.testing.assert_close(total, full_loss, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(torch.cat(grads), full_g, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(torch.cat(egrads), full_ge, rtol=1e-12, atol=1e-14)
+    combined = algos.combine_metrics(parts)
+    for k, v in full_metrics.items():
+        assert combined[k] == pytest.approx(float(v), rel=1e-12, abs=1e-14), k
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
+def test_micro_batch_local_denominators_are_the_bug(agg):
+    """Without the step's counts, micro-batch losses do not sum to the step loss (why the args exist)."""
+    batch = make_batch(empty_rows=())
+    full, *_ = run(batch, agg=agg)
+    split = sum(run(batch, rows, agg=agg)[0] for rows in (slice(0, 3), slice(3, 12)))
+    assert not torch.isclose(split, full, rtol=1e-6)
+
+
+def test_step_denominators_as_tensors():
+    batch = make_batch()
+    n_tok, n_seq = algos.step_counts(batch["mask"])
+    a, *_ = run(batch, agg="token-mean", num_tokens=n_tok)
+    b, *_ = run(batch, agg="token-mean", num_tokens=torch.tensor(float(n_tok)))
+    c, *_ = run(batch, agg="seq-mean-token-mean", num_seqs=torch.tensor(n_seq))
+    d, *_ = run(batch, agg="seq-mean-token-mean")
+    torch.testing.assert_close(a, b)
+    torch.testing.assert_close(c, d)
+
+
+def test_step_counts_over_micro_batches():
+    batch = make_batch()
+    assert algos.step_counts([batch["mask"][:4], batch["mask"][4:]]) == algos.step_counts(batch["mask"])
+    assert algos.step_counts(batch["mask"])[0] == int(batch["mask"].sum())
+
+
+# ----------------------------------------------------------------------------------------------
+# aggregation formulas
+# ----------------------------------------------------------------------------------------------
+
+
+def test_aggregation_formulas_by_hand():
+    values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0], [9.0, 9.0, 9.0]], dtype=F64)  # (3, 3)
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]], dtype=torch.bool)  # row 2 empty
+    assert float(algos.aggregate(values, mask, "token-mean")) == pytest.approx(10 / 4)
+    assert float(algos.aggregate(values, mask, "seq-mean-token-mean")) == pytest.approx((6 / 3 + 4 / 1) / 2)
+    assert float(algos.aggregate(values, mask, "seq-mean-token-sum")) == pytest.approx((6 + 4) / 2)
+    assert float(algos.aggregate(values, mask, "seq-mean-token-sum-norm", max_len=5)) == pytest.approx((6 + 4) / 5 / 2)
+    assert float(algos.aggregate(values, mask, "token-sum")) == pytest.approx(10)
+    with pytest.raises(algos.AlgoError, match="max_len"):
+        algos.aggregate(values, mask, "seq-mean-token-sum-norm")
+
+
+def test_empty_batch_gives_zero_loss_with_a_graph():
+    lp = torch.zeros(2, 3, dtype=F64, requires_grad=True)
+    mask = torch.zeros(2, 3)
+    for agg in AGGS:
+        loss, metrics = algos.policy_loss(lp, lp.detach(), torch.ones(2), mask, agg=agg, max_len=3)
+        assert float(loss.detach()) == 0.0 and float(metrics["tokens"]) == 0 and float(metrics["seqs"]) == 0
+        (g,) = torch.autograd.grad(loss, lp)
+        assert not g.any()
+    assert algos.combine_metrics([metrics])["ratio/min"] == 1.0
+
+
+# ----------------------------------------------------------------------------------------------
+# ratios, clamps, dual clip
+# ----------------------------------------------------------------------------------------------
+
+
+def test_token_ratio_log_clamped_at_20():
+    lp = torch.tensor([[30.0, -30.0]], dtype=F64, requires_grad=True)
+    old = torch.zeros(1, 2, dtype=F64)
+    loss, m = algos.policy_loss(lp, old, torch.tensor([-1.0], dtype=F64), torch.ones(1, 2), agg="token-sum")
+    assert float(m["ratio/max"]) == pytest.approx(math.exp(20))
+    assert float(m["ratio/min"]) == pytest.approx(math.exp(-20))
+    (g,) = torch.autograd.grad(loss, lp)
+    assert not g.any()  # the clamp stops the gradient beyond +-20
+
+
+def test_gspo_log_ratio_clamped_at_10_from_above():
+    lp = torch.tensor([[15.0, 15.0], [-30.0, -30.0]], dtype=F64, requires_grad=True)
+    old = torch.zeros(2, 2, dtype=F64)
+    adv = torch.tensor([-1.0, 1.0], dtype=F64)  # both rows take the unclipped branch
+    loss, m = algos.policy_loss(lp, old, adv, torch.ones(2, 2), ratio="sequence", eps_low=3e-4, eps_high=4e-4,
+                                agg="token-sum")
+    assert float(m["ratio/max"]) == pytest.approx(math.exp(10))
+    assert float(m["ratio/min"]) == pytest.approx(math.exp(-30))  # no lower clamp on the sequence ratio
+    assert float(loss.detach()) == pytest.approx(2 * math.exp(10) - 2 * math.exp(-30))
+    (g,) = torch.autograd.grad(loss, lp)
+    assert not g[0].any()  # clamped row: no gradient
+    assert g[1].tolist() == pytest.approx([-math.exp(-30)] * 2, rel=1e-12)  # -A * s per token
+
+
+def test_gspo_gradient_is_the_sequence_level_gradient():
+    """GSPO-token form: with A constant over the sequence, d loss / d lp[i,t] = -A_i s_i / n_i / B_eff."""
+    batch = make_batch(empty_rows=())
+    lp = batch["logp"].clone().requires_grad_()
+    loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"], ratio="sequence",
+                                eps_low=10.0 ** -9, eps_high=1e9, agg="seq-mean-token-mean")
+    (g,) = torch.autograd.grad(loss, lp)
+    s = torch.exp(algos.sequence_log_ratio(batch["logp"], batch["old"], batch["mask"]))  # (B,)
+    n = batch["mask"].sum(-1)  # (B,)
+    unclipped = (batch["adv"] > 0) | (s >= 1 - 1e-9)  # rows where the unclipped branch is active
+    expected = (-batch["adv"] * s / n / len(n))[:, None] * batch["mask"]  # (B, T)
+    torch.testing.assert_close(g[unclipped], expected[unclipped], rtol=1e-12, atol=1e-15)
+
+
+def test_dual_clip_caps_negative_advantage_loss():
+    lp = torch.tensor([[2.0, 2.0, -3.0]], dtype=F64, requires_grad=True)  # ratios e^2, e^2, e^-3
+    old = torch.zeros(1, 3, dtype=F64)
+    adv = torch.tensor([[-1.0, 1.0, -1.0]], dtype=F64)
+    loss, m = algos.policy_loss(lp, old, adv, torch.ones(1, 3), clip_ratio_c=3.0, agg="token-sum")
+    # token 0: A<0, -A*rho = e^2 > 3 -> capped at 3; token 1: A>0 clipped at 1.2 -> -1.2; token 2: -A*0.8
+    assert float(loss.detach()) == pytest.approx(3.0 - 1.2 + 0.8)
+    assert float(m["dual_clip_frac"]) == pytest.approx(1 / 3)
+    assert float(m["clip_frac_high"]) == pytest.approx(1 / 3)
+    assert float(m["clip_frac_low"]) == pytest.approx(1 / 3)
+    assert float(m["clip_frac"]) == pytest.approx(2 / 3)
+    (g,) = torch.autograd.grad(loss, lp)
+    assert not g.any()
+    loss_nc, m_nc = algos.policy_loss(lp, old, adv, torch.ones(1, 3), agg="token-sum")
+    assert float(loss_nc.detach()) == pytest.approx(math.exp(2) - 1.2 + 0.8)
+    assert float(m_nc["dual_clip_frac"]) == 0.0
+
+
+def test_approx_kl_old_sign():
+    lp = torch.tensor([[-1.0, -2.0]], dtype=F64)
+    old = torch.tensor([[-0.5, -1.0]], dtype=F64)
+    _, m = algos.policy_loss(lp, old, torch.zeros(1), torch.ones(1, 2))
+    assert float(m["approx_kl_old"]) == pytest.approx(((-0.5 + 1.0) + (-1.0 + 2.0)) / 2)  # mean(lp_old - lp)
+
+
+# ----------------------------------------------------------------------------------------------
+# KL estimators and entropy
+# ----------------------------------------------------------------------------------------------
+
+
+def test_plus_variants_are_straight_through():
+    g = torch.Generator().manual_seed(1)
+    lp = (-torch.rand(4, 5, generator=g, dtype=F64) * 2).requires_grad_()
+    ref = -torch.rand(4, 5, generator=g, dtype=F64) * 2
+    for base in ("k1", "k3"):
+        value = algos.kl_penalty(lp, ref, base)
+        plus = algos.kl_penalty(lp, ref, base + "+")
+        torch.testing.assert_close(plus, value)
+        (g_plus,) = torch.autograd.grad(plus.sum(), lp)
+        (g_k2,) = torch.autograd.grad(algos.kl_penalty(lp, ref, "k2").sum(), lp)
+        torch.testing.assert_close(g_plus, g_k2)
+        torch.testing.assert_close(g_k2, (lp - ref).detach())
+
+
+def test_k3_clamps():
+    lp = torch.tensor([[0.0, 0.0, 0.0]], dtype=F64)
+    ref = torch.tensor([[50.0, -50.0, -5.0]], dtype=F64)  # x = ref - lp
+    k = algos.kl_penalty(lp, ref, "k3")
+    # x = 50 and x = -50 (-> clamped to -20: e^-20 + 19) both hit the value clamp at 10
+    assert k.tolist() == [[10.0, 10.0, pytest.approx(math.exp(-5) + 5 - 1)]]
+    assert algos.kl_penalty(lp, ref, "k1").tolist() == [[-50.0, 50.0, 5.0]]
+
+
+def test_entropy_bonus_and_metric():
+    batch = make_batch()
+    base, m0, _, _ = run(batch, agg="token-mean")
+    bonus, m1, _, g_ent = run(batch, agg="token-mean", entropy_coef=0.5)
+    mask = batch["mask"]
+    mean_h = float((batch["ent"] * mask).sum() / mask.sum())
+    assert float(m1["entropy"]) == pytest.approx(mean_h)
+    assert float(bonus.detach()) == pytest.approx(float(base.detach()) - 0.5 * mean_h)
+    torch.testing.assert_close(g_ent, -0.5 * mask / mask.sum())
+    assert float(m0["pg_loss"]) == pytest.approx(float(m1["pg_loss"]))
+
+
+def test_kl_reported_without_penalty():
+    batch = make_batch()
+    loss_a, m_a, g_a, _ = run(batch, agg="token-mean", beta=0.0)
+    assert "kl_ref" in m_a and float(m_a["kl_ref"]) > 0
+    loss_b, m_b, g_b, _ = run(batch, agg="token-mean", beta=0.2)
+    assert float(loss_b.detach()) == pytest.approx(float(loss_a.detach()) + 0.2 * float(m_a["kl_ref"]))
+    assert float(m_b["pg_loss"]) == pytest.approx(float(loss_a.detach()))
+
+
+# ----------------------------------------------------------------------------------------------
+# precision
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("ratio,agg", [("token", "token-mean"), ("token", "seq-mean-token-sum-norm"),
+                                       ("sequence", "seq-mean-token-mean"), ("token", "seq-mean-token-sum")])
+def test_low_precision_inputs_match_float64(dtype, ratio, agg):
+    """Inputs in fp32/bf16/fp16 are computed in float32 and match float64 on the same input values."""
+    batch = make_batch()
+    low = {k: v.to(dtype) for k, v in batch.items()}
+    exact = {k: v.to(F64) for k, v in low.items()}  # same values, float64
+    kw = dict(ratio=ratio, agg=agg, max_len=MAX_LEN, beta=0.04, kl="k3", entropy_coef=0.01,
+              eps_low=0.2 if ratio == "token" else 3e-4, eps_high=0.28 if ratio == "token" else 4e-4)
+    loss_lo, m_lo, g_lo, _ = run(low, **kw)
+    loss_hi, m_hi, g_hi, _ = run(exact, **kw)
+    assert loss_lo.dtype == torch.float32
+    assert g_lo.dtype == dtype
+    assert abs(float(loss_lo.detach()) - float(loss_hi.detach())) < 1e-4
+    for k in m_hi:
+        assert abs(float(m_lo[k]) - float(m_hi[k])) < 1e-4 * max(1.0, abs(float(m_hi[k]))), k
+    # the gradient is computed in float32 and rounded once to the input dtype
+    torch.testing.assert_close(g_lo.to(F64), g_hi.to(dtype).to(F64), rtol=0, atol=1e-4)
+
+
+def test_float64_stays_float64():
+    batch = make_batch()
+    loss, metrics, g, _ = run(batch, agg="token-mean")
+    assert loss.dtype == F64 and g.dtype == F64
+    assert all(v.dtype == F64 and v.dim() == 0 and not v.requires_grad for v in metrics.values())
+    assert algos.kl_penalty(batch["logp"], batch["ref"], "k3").dtype == F64
+    assert algos.kl_penalty(batch["logp"].bfloat16(), batch["ref"].bfloat16(), "k3").dtype == torch.float32
+
+
+# ----------------------------------------------------------------------------------------------
+# advantages, dynamic sampling, overlong shaping
+# ----------------------------------------------------------------------------------------------
+
+
+def test_group_advantages_by_hand():
+    rewards = [1.0, 0.0, 5.0, 0.3, 0.3, 0.3, 2.0]
+    ids = ["a", "a", "solo", 7, 7, 7, "a"]  # groups by id, not by position
+    adv = algos.group_advantages(rewards, ids)
+    mean_a, std_a = 1.0, 1.0  # [1, 0, 2]: mean 1, unbiased std 1
+    expected = [(1 - mean_a) / (std_a + 1e-6), (0 - mean_a) / (std_a + 1e-6), 5.0 / (1 + 1e-6), 0.0, 0.0, 0.0,
+                (2 - mean_a) / (std_a + 1e-6)]
+    assert adv.dtype == torch.float32
+    assert adv.tolist() == pytest.approx(expected, rel=1e-6)
+    assert algos.group_advantages(rewards, ids, scale="none").tolist() == pytest.approx(
+        [0.0, -1.0, 5.0, 0.0, 0.0, 0.0, 1.0], abs=1e-7)
+    # an all-equal group of 0.1s is exactly 0, not float noise divided by 1e-6
+    assert algos.group_advantages([0.1, 0.1, 0.1], [0, 0, 0]).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_group_advantages_tensor_ids_and_errors():
+    r = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    adv = algos.group_advantages(r, torch.tensor([9, 3, 9, 3]))
+    torch.testing.assert_close(adv, algos.group_advantages(r, ["x", "y", "x", "y"]))
+    with pytest.raises(algos.AlgoError, match="entries"):
+        algos.group_advantages(r, [0, 0, 1])
+    with pytest.raises(algos.AlgoError, match="finite"):
+        algos.group_advantages([1.0, float("nan")], [0, 0])
+    with pytest.raises(algos.AlgoError, match="scale"):
+        algos.group_advantages(r, [0, 0, 1, 1], scale="mean")
+
+
+def test_dynamic_sampling_keep():
+    scores = [1, 1, 1, 0, 1, 0, 0, 0, 1]
+    ids = ["a", "a", "a", "b", "b", "c", "c", "c", "d"]  # a all 1, b mixed, c all 0, d singleton
+    keep = algos.dynamic_sampling_keep(scores, ids)
+    assert keep.dtype == torch.bool
+    assert keep.tolist() == [False, False, False, True, True, False, False, False, True]
+    shuffled = algos.dynamic_sampling_keep([0, 1, 1, 1], ["b", "a", "b", "a"])
+    assert shuffled.tolist() == [True, False, True, False]
+
+
+def test_overlong_penalty_shape_and_errors():
+    pen = algos.overlong_penalty(torch.tensor([0, 12, 16, 20, 24]), 20, 8, factor=0.5)
+    assert pen.tolist() == pytest.approx([0.0, 0.0, -0.25, -0.5, -0.75])
+    for bad in ((20, 0), (20, 21), (20.0, 8)):
+        with pytest.raises(algos.AlgoError, match="cache_len"):
+            algos.overlong_penalty([1, 2], *bad)
+    with pytest.raises(algos.AlgoError, match="factor"):
+        algos.overlong_penalty([1, 2], 20, 8, factor=-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# presets
+# ----------------------------------------------------------------------------------------------
+
+
+def test_presets_match_the_table():
+    table = {  # docs/algorithms.md, "Presets"
+        "grpo": ("std", "token", 0.2, 0.2, "seq-mean-token-mean", 0.04, "k3", False, False, 1),
+        "dr_grpo": ("none", "token", 0.2, 0.2, "seq-mean-token-sum-norm", 0.0, None, False, False, 1),
+        "dapo": ("std", "token", 0.2, 0.28, "token-mean", 0.0, None, True, True, 1),
+        "gspo": ("std", "sequence", 3e-4, 4e-4, "seq-mean-token-mean", 0.0, None, False, False, 4),
+    }
+    assert set(algos.PRESETS) == set(table)
+    for name, (adv, ratio, lo, hi, agg, beta, kl, ds, ol, mb) in table.items():
+        p = algos.preset(name)
+        assert (p["advantage"], p["ratio"], p["eps_low"], p["eps_high"], p["agg"], p["beta"]) == (adv, ratio, lo, hi, agg, beta)
+        if kl is not None:
+            assert p["kl"] == kl
+        assert (p["dynamic_sampling"], p["overlong"], p["mini_batches"]) == (ds, ol, mb)
+        assert p["clip_ratio_c"] is None and p["overlong_filter"] is False
+        assert set(p) == set(algos.PRESETS["grpo"])  # every preset has every field
+
+
+def test_preset_overrides_copy_and_feed_policy_loss():
+    p = algos.preset("dapo", eps_high=0.3, kl="low_var_kl", clip_ratio_c=3.0)
+    assert p["eps_high"] == 0.3 and p["kl"] == "k3" and algos.PRESETS["dapo"]["eps_high"] == 0.28
+    p["agg"] = "changed"
+    assert algos.PRESETS["dapo"]["agg"] == "token-mean"
+    batch = make_batch()
+    for name in algos.PRESETS:
+        kw = algos.loss_kwargs(algos.preset(name))
+        assert set(kw) == set(algos.LOSS_FIELDS)
+        lp = batch["logp"].clone().requires_grad_()
+        loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"], max_len=MAX_LEN,
+                                    ref_logp=batch["ref"], **kw)
+        loss.backward()
+        assert torch.isfinite(lp.grad).all()
+
+
+@pytest.mark.parametrize("name,overrides,match", [
+    ("ppo", {}, "unknown algorithm preset 'ppo'; choose one of: grpo, dr_grpo, dapo, gspo"),
+    ("grpo", {"epsilon": 0.1}, "unknown field"),
+    ("grpo", {"agg": "mean"}, "unknown agg"),
+    ("grpo", {"kl": "k4"}, "unknown kl"),
+    ("grpo", {"ratio": "seq"}, "unknown ratio"),
+    ("grpo", {"advantage": "z"}, "unknown advantage"),
+    ("grpo", {"clip_ratio_c": 1.0}, "must be > 1"),
+    ("gspo", {"clip_ratio_c": 3.0}, "not defined for the sequence ratio"),
+    ("grpo", {"eps_low": 1.5}, "eps_low"),
+    ("grpo", {"eps_high": -0.1}, "eps_high"),
+    ("grpo", {"beta": -1.0}, "beta"),
+    ("grpo", {"mini_batches": 0}, "mini_batches"),
+    ("grpo", {"dynamic_sampling": "yes"}, "dynamic_sampling"),
+    ("dapo", {"overlong_factor": -2.0}, "overlong_factor"),
+])
+def test_preset_errors(name, overrides, match):
+    with pytest.raises(algos.AlgoError, match=match) as info:
+        algos.preset(name, **overrides)
+    assert isinstance(info.value, RewardlabError) and isinstance(info.value, ValueError)
+
+
+def test_validate_algo_on_an_overridden_dict():
+    cfg = dict(algos.preset("gspo"))
+    algos.validate_algo(cfg)
+    cfg["clip_ratio_c"] = 3.0
+    with pytest.raises(algos.AlgoError, match="GSPO"):
+        algos.validate_algo(cfg)
+    with pytest.raises(algos.AlgoError, match="unknown algorithm field"):
+        algos.validate_algo({**algos.preset("grpo"), "lr": 1e-6})
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"beta": 0.1}, "needs ref_logp"),
+    ({"entropy_coef": 0.1}, "needs the per-token entropy"),
+    ({"agg": "seq-mean-token-sum-norm"}, "max_len"),
+    ({"ratio": "sequence", "clip_ratio_c": 2.0}, "sequence ratio"),
+    ({"num_tokens": 0}, "num_tokens"),
+    ({"agg": "seq-mean-token-mean", "num_seqs": -1}, "num_seqs"),
+    ({"kl": "k9"}, "unknown kl"),
+])
+def test_policy_loss_argument_errors(kwargs, match):
+    lp = torch.zeros(2, 3)
+    with pytest.raises(algos.AlgoError, match=match):
+        algos.policy_loss(lp, lp, torch.zeros(2), torch.ones(2, 3), **kwargs)
+
+
+def test_policy_loss_shape_errors():
+    lp = torch.zeros(2, 3)
+    with pytest.raises(algos.AlgoError, match="old_logp"):
+        algos.policy_loss(lp, torch.zeros(2, 4), torch.zeros(2), torch.ones(2, 3))
+    with pytest.raises(algos.AlgoError, match="advantages"):
+        algos.policy_loss(lp, lp, torch.zeros(3), torch.ones(2, 3))
+    with pytest.raises(algos.AlgoError, match=r"\(B, T\)"):
+        algos.policy_loss(torch.zeros(6), torch.zeros(6), torch.zeros(6), torch.ones(6))
