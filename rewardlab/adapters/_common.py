@@ -1,0 +1,170 @@
+"""Helpers shared by the trainer adapters: completion text, reference coercion, safe batch scoring.
+
+Nothing here is framework specific; each adapter module (``trl``, ``verl``, ``openrlhf``) is a thin
+translation of one trainer's calling convention onto :func:`score_many`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rewardlab.rewards.base import RewardResult, get_reward
+
+log = logging.getLogger("rewardlab.adapters")
+
+RewardLike = Callable[..., RewardResult] | str
+
+_warned_no_pool = False
+
+
+def resolve(reward: RewardLike) -> Callable[..., RewardResult]:
+    """A reward object from a reward or a registry name / dotted path."""
+    return get_reward(reward) if isinstance(reward, str) else reward
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion: a string, a chat message, or a list of chat messages.
+
+    TRL passes conversational completions as ``[{"role": "assistant", "content": ...}]``; content
+    may itself be a list of parts (``{"type": "text", "text": ...}``). Assistant messages are
+    joined; a list without any assistant message contributes all of its messages' text.
+    """
+    if completion is None:
+        return ""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return _content_text(completion.get("content"))
+    if isinstance(completion, (list, tuple)):
+        msgs = [m for m in completion if isinstance(m, dict)]
+        assistant = [m for m in msgs if m.get("role") == "assistant"]
+        return "".join(_content_text(m.get("content")) for m in (assistant or msgs))
+    return str(completion)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
+
+
+def coerce_reference(reference: Any) -> Any:
+    """Normalise a reference arriving from a dataset column or JSON.
+
+    * numpy scalars / arrays become Python values (verl hands numpy objects around);
+    * a JSON string that decodes to a dict is decoded (code datasets often store tests as JSON);
+    * code references in the common public layouts are mapped onto the code reward's contract:
+      ``{"inputs": [...], "outputs": [...]}`` (APPS / TACO / CodeContests / verl's prime format)
+      becomes ``{"cases": [{"stdin", "stdout"}, ...]}``; ``{"test": ..., "entry_point": ...}``
+      (HumanEval) becomes ``{"tests": ..., "entry_point": ..., "prompt": ...}``.
+    Anything else (a math answer string) is returned unchanged.
+    """
+    reference = _plain(reference)
+    if isinstance(reference, str) and reference.lstrip().startswith("{"):
+        try:
+            decoded = json.loads(reference)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            reference = decoded
+    if not isinstance(reference, dict):
+        return reference
+    if "cases" in reference or ("tests" in reference and "entry_point" in reference):
+        return reference
+    if "inputs" in reference and "outputs" in reference and "fn_name" not in reference:
+        ins, outs = reference["inputs"], reference["outputs"]
+        if isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs):
+            return {"cases": [{"stdin": _stdio(i), "stdout": _stdio(o)} for i, o in zip(ins, outs)]}
+    if "test" in reference and "entry_point" in reference:
+        return {"tests": reference["test"], "entry_point": reference["entry_point"], "prompt": reference.get("prompt")}
+    return reference
+
+
+def _stdio(x: Any) -> str:
+    if isinstance(x, list):
+        return "\n".join(str(v) for v in x)
+    return str(x)
+
+
+def _plain(x: Any) -> Any:
+    """numpy scalar / 0-d / 1-d arrays -> Python objects, without importing numpy."""
+    tolist = getattr(x, "tolist", None)
+    if tolist is not None and type(x).__module__ == "numpy":
+        return tolist()
+    return x
+
+
+def safe_call(reward: Callable[..., RewardResult], completion: str, reference: Any, meta: dict[str, Any]) -> RewardResult:
+    """Call a reward; an exception or a malformed return becomes ``RewardResult(None, status="error")``."""
+    try:
+        res = reward(completion, reference, **meta)
+    except Exception as e:  # noqa: BLE001 - a reward bug must never stop a training run
+        log.warning("reward %s raised %s: %s", _name(reward), type(e).__name__, e)
+        return RewardResult(None, {"status": "error", "error": f"{type(e).__name__}: {e}"})
+    if isinstance(res, RewardResult):
+        return res
+    if res is None or isinstance(res, (int, float)):
+        return RewardResult(None if res is None else float(res), {"status": "ok" if res is not None else "no_score"})
+    log.warning("reward %s returned %s, not a RewardResult", _name(reward), type(res).__name__)
+    return RewardResult(None, {"status": "error", "error": f"reward returned {type(res).__name__}"})
+
+
+def score_many(
+    reward: Callable[..., RewardResult],
+    completions: Sequence[str],
+    references: Sequence[Any],
+    metas: Sequence[dict[str, Any]],
+    *,
+    pool: bool = False,
+    deadline: float = 10.0,
+    workers: int | None = None,
+) -> list[RewardResult]:
+    """Score a batch in input order, never raising.
+
+    ``pool=True`` goes through :func:`rewardlab.rewards.pool.score_batch` (worker processes, a
+    per-item ``deadline`` in seconds, timeouts as ``status="timeout"``); otherwise the rewards run
+    one after another in this process.
+    """
+    if pool and len(completions) > 0:
+        try:
+            from rewardlab.rewards.pool import score_batch
+        except ImportError as e:
+            global _warned_no_pool
+            if not _warned_no_pool:
+                _warned_no_pool = True
+                log.warning("rewardlab.rewards.pool is unavailable (%s); scoring in this process", e)
+            pool = False
+    if pool and len(completions) > 0:
+        try:
+            results = score_batch(reward, list(completions), list(references), list(metas), deadline=deadline, workers=workers)
+            return [_error_to_none(r) for r in results]
+        except Exception as e:  # noqa: BLE001 - report every sample as failed rather than crash the trainer
+            log.error("batch scoring failed (%s: %s); every sample of this batch is marked status=error", type(e).__name__, e)
+            return [RewardResult(None, {"status": "error", "error": f"{type(e).__name__}: {e}"}) for _ in completions]
+    return [safe_call(reward, c, r, m) for c, r, m in zip(completions, references, metas, strict=True)]
+
+
+def _error_to_none(r: Any) -> RewardResult:
+    """The pool reports a raising reward as score 0.0 / status "error"; adapters report ``None``."""
+    if not isinstance(r, RewardResult):
+        return RewardResult(None, {"status": "error", "error": f"pool returned {type(r).__name__}"})
+    if r.info.get("status") == "error" and r.score is not None:
+        log.warning("reward failed in a worker: %s", r.info.get("error", "unknown error"))
+        return RewardResult(None, {**r.info, "pool_score": r.score})
+    return r
+
+
+def _name(reward: Any) -> str:
+    from rewardlab.rewards.base import reward_name
+
+    try:
+        return reward_name(reward)
+    except Exception:  # noqa: BLE001 - naming is best effort in a log line
+        return repr(reward)

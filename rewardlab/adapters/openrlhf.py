@@ -1,0 +1,179 @@
+"""rewardlab rewards for OpenRLHF: a ``reward_func`` file and the remote reward-model protocol.
+
+Two ways in:
+
+1. As a custom reward function file (OpenRLHF loads the file and calls ``reward_func``)::
+
+       REWARDLAB_REWARD=math  python -m openrlhf.cli.train_ppo_ray ... \\
+           --remote_rm_url $(python -c "import rewardlab.adapters.openrlhf as m; print(m.__file__)") \\
+           --label_key answer
+
+   ``REWARDLAB_REWARD`` names the reward (default ``math``; a registry name or a dotted path, or
+   several as ``math,one_answer=0.1`` for a weighted :class:`~rewardlab.rewards.combine.Combined`).
+
+2. As a server: ``rewardlab serve --port 5000 --reward math`` and
+   ``--remote_rm_url http://host:5000/get_reward`` (see :mod:`rewardlab.server`).
+
+OpenRLHF calls ``reward_func(queries, prompts, labels, **kw)`` where each query is the *prompt
+plus the response* as decoded text; the prompt is stripped here before scoring. The return value
+is ``{"rewards": (B,) tensor, "scores": (B,) tensor, "extra_logs": {name: (B,) tensor}}``:
+``rewards`` feed the advantage, ``scores`` feed OpenRLHF's dynamic filtering, and ``extra_logs``
+carry ``graded`` (1/0 per sample) and, for a ``Combined`` reward, every component's score. An
+ungraded sample (``None``, timeout, error) gets reward 0.0 and ``graded`` 0.0, so it is counted,
+not silently hidden.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from rewardlab.adapters._common import RewardLike, coerce_reference, log, resolve, score_many
+from rewardlab.rewards.base import RewardResult
+
+__all__ = ["reward_func", "make_reward_func", "strip_prompt", "score_queries", "parse_reward_spec", "rewards_payload"]
+
+
+def strip_prompt(query: str, prompt: str) -> str:
+    """The response part of an OpenRLHF query (= prompt + response).
+
+    Exact prefix first; then the text after the last occurrence of the prompt (chat templates may
+    add a BOS or system block in front); then a whitespace-insensitive prefix match (detokenising
+    can change spaces at the seam). If the prompt cannot be found, the whole query is returned.
+    """
+    if not prompt:
+        return query
+    if query.startswith(prompt):
+        return query[len(prompt) :]
+    pos = query.rfind(prompt)
+    if pos >= 0:
+        return query[pos + len(prompt) :]
+    target = "".join(prompt.split())
+    if not target:
+        return query
+    seen = 0
+    for i, ch in enumerate(query):
+        if not ch.isspace():
+            if ch != target[seen]:
+                break
+            seen += 1
+            if seen == len(target):
+                return query[i + 1 :]
+    log.warning("openrlhf adapter: prompt not found in query; scoring the whole query")
+    return query
+
+
+def parse_reward_spec(spec: str) -> RewardLike:
+    """``"math"`` -> the math reward; ``"math,one_answer=0.1"`` -> a weighted ``Combined``."""
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("empty reward spec")
+    if len(parts) == 1 and "=" not in parts[0]:
+        return parts[0]
+    from rewardlab.rewards.combine import Combined
+
+    components: dict[str, tuple[str, float]] = {}
+    for p in parts:
+        name, _, weight = p.partition("=")
+        name = name.strip()
+        try:
+            w = float(weight) if weight else 1.0
+        except ValueError:
+            raise ValueError(f"bad weight in reward spec {p!r}; use NAME=WEIGHT, e.g. one_answer=0.1") from None
+        components[name.rsplit(".", 1)[-1]] = (name, w)
+    return Combined(components)
+
+
+def score_queries(
+    reward: RewardLike,
+    queries: Sequence[str],
+    prompts: Sequence[str] | None,
+    labels: Sequence[Any] | None,
+    *,
+    pool: bool = False,
+    deadline: float = 10.0,
+    workers: int | None = None,
+) -> list[RewardResult]:
+    """Strip prompts, coerce labels and score; the shared core of ``reward_func`` and the server."""
+    n = len(queries)
+    prompts = list(prompts) if prompts is not None else [""] * n
+    labels = list(labels) if labels is not None else [None] * n
+    if not (len(prompts) == len(labels) == n):
+        raise ValueError(f"lengths differ: query={n}, prompts={len(prompts)}, labels={len(labels)}")
+    responses = [strip_prompt(q, p) for q, p in zip(queries, prompts)]
+    metas = [{"prompt": p} for p in prompts]
+    refs = [coerce_reference(label) for label in labels]
+    return score_many(resolve(reward), responses, refs, metas, pool=pool, deadline=deadline, workers=workers)
+
+
+def rewards_payload(results: Sequence[RewardResult]) -> dict[str, Any]:
+    """Plain-list form: ``{"rewards": [...], "scores": [...], "extra_logs": {name: [...]}}``."""
+    scores = [_finite(r.score) for r in results]
+    rewards = [s if s is not None else 0.0 for s in scores]
+    extra: dict[str, list[float]] = {"graded": [float(s is not None) for s in scores]}
+    comp_names: list[str] = []
+    for r in results:
+        for k in r.info.get("components", {}) or {}:
+            if k not in comp_names:
+                comp_names.append(k)
+    for k in comp_names:
+        vals = [_finite(r.info.get("components", {}).get(k)) for r in results]
+        extra[f"{k}"] = [float(v) if v is not None else 0.0 for v in vals]
+        extra[f"{k}_graded"] = [float(v is not None) for v in vals]
+    return {"rewards": rewards, "scores": list(rewards), "extra_logs": extra}
+
+
+def _finite(x: Any) -> float | None:
+    """``x`` as a float, or ``None`` when missing or not finite (JSON and advantages need finite)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+class OpenRLHFReward:
+    """A picklable OpenRLHF ``reward_func`` bound to one reward (build it with :func:`make_reward_func`)."""
+
+    def __init__(self, reward: RewardLike, *, pool: bool = True, deadline: float = 10.0, workers: int | None = None):
+        self.reward = reward
+        self.pool = pool
+        self.deadline = deadline
+        self.workers = workers
+
+    def __call__(self, queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kw: Any) -> dict[str, Any]:
+        import torch
+
+        try:
+            results = score_queries(
+                self.reward, queries, prompts, labels, pool=self.pool, deadline=self.deadline, workers=self.workers
+            )
+        except ValueError:
+            raise  # mismatched batch lengths are a wiring bug in the caller, not a scoring failure
+        except Exception as e:  # noqa: BLE001
+            log.error("openrlhf adapter: batch failed (%s: %s); every sample ungraded", type(e).__name__, e)
+            results = [RewardResult(None, {"status": "error"}) for _ in queries]
+        payload = rewards_payload(results)
+        rewards = torch.tensor(payload["rewards"], dtype=torch.float32)  # (B,)
+        return {
+            "rewards": rewards,
+            "scores": rewards.clone(),  # (B,)
+            "extra_logs": {k: torch.tensor(v, dtype=torch.float32) for k, v in payload["extra_logs"].items()},  # (B,) each
+        }
+
+
+def make_reward_func(reward: RewardLike, *, pool: bool = True, deadline: float = 10.0, workers: int | None = None):
+    """An OpenRLHF ``reward_func(queries, prompts, labels, **kw)`` for ``reward`` (object or name)."""
+    return OpenRLHFReward(reward, pool=pool, deadline=deadline, workers=workers)
+
+
+_default: OpenRLHFReward | None = None
+
+
+def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kw: Any) -> dict[str, Any]:
+    """OpenRLHF entry point; the reward comes from ``REWARDLAB_REWARD`` (default ``math``)."""
+    global _default
+    if _default is None:
+        _default = make_reward_func(parse_reward_spec(os.environ.get("REWARDLAB_REWARD", "math")))
+    return _default(queries, prompts, labels, **kw)
