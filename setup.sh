@@ -14,6 +14,11 @@ if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap python3-venv) \
         >/dev/null 2>&1 || echo "setup: could not install bubblewrap; the sandbox will use its no-namespace tier"
 fi
+# A dedicated unprivileged uid for sandboxed code when the trainer runs as root (never run it as root).
+if [ "$(id -u)" = 0 ] && ! id rewardlab-sandbox >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1; then
+    useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+        rewardlab-sandbox >/dev/null 2>&1 || echo "setup: could not create user rewardlab-sandbox; the sandbox will use nobody"
+fi
 
 PY=${REWARDLAB_PYTHON:-}
 if [ -z "$PY" ]; then

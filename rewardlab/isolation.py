@@ -1,0 +1,302 @@
+"""Isolation tiers for the code sandbox: detection and the command line that starts a server.
+
+Tiers, chosen automatically (``detect_tier()``) and always reported:
+
+* **A** - bubblewrap: ``--unshare-all --die-with-parent --new-session --clearenv``, read-only
+  ``/usr``, private ``/proc``, ``/dev`` and a size-capped tmpfs ``/tmp``; no ``/home``, ``/etc``,
+  host ``/tmp`` or network. Needs working (unprivileged) user namespaces.
+* **B** - no namespaces (Docker's default seccomp profile, Ubuntu 24.04's restrictions): a
+  non-root uid (the ``rewardlab-sandbox`` user when the trainer is root; the trainer's own uid
+  otherwise, which then requires Landlock ABI >= 6 so the code cannot signal the trainer),
+  plus Landlock and seccomp applied by the worker itself.
+* **unsafe** - only the rlimits, deadlines and process cleanup; no isolation. Used only when
+  asked for explicitly (``REWARDLAB_SANDBOX_TIER=unsafe`` or ``tier="unsafe"``).
+
+Every tier also gets hard rlimits, an outside wall-clock deadline, whole-tree kills, output
+caps, closed stdin, a scrubbed environment and a fresh scratch dir per run (see
+``sandbox/server.py``). When the trainer runs as root, untrusted code is never run as root:
+``sandbox/launch.py`` drops to the sandbox uid before bubblewrap or the server starts.
+
+Environment: ``REWARDLAB_SANDBOX_TIER`` (auto|A|B|unsafe), ``REWARDLAB_SANDBOX_USER``
+(default ``rewardlab-sandbox``, falling back to ``nobody``), ``REWARDLAB_SANDBOX_PYTHON``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import importlib.util
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from rewardlab.errors import RewardlabError
+
+RUNTIME_FILES = ("server.py", "wire.py", "confine.py", "launch.py", "__init__.py")
+INSIDE_RUNTIME = "/opt/rewardlab-sandbox"
+TMPFS_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class Tier:
+    """How sandboxed code will run here."""
+
+    name: str  # "A" | "B" | "unsafe"
+    description: str
+    python: str
+    runtime: str
+    drop_to: tuple[int, int] | None = None  # (uid, gid) when the trainer is root
+    landlock_abi: int = 0
+    seccomp: bool = False
+    bwrap: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def argv(self) -> list[str]:
+        """The command that starts one fork server for this tier."""
+        if self.name == "A":
+            inner = [self.python, "-I", "-S", f"{INSIDE_RUNTIME}/server.py"]
+            cmd = [self.bwrap or "bwrap", *_bwrap_args(self.python, self.runtime), "--", *inner]
+        else:
+            cmd = [self.python, "-I", "-S", os.path.join(self.runtime, "server.py")]
+        if self.drop_to is not None:
+            uid, gid = self.drop_to
+            cmd = [self.python, "-I", "-S", os.path.join(self.runtime, "launch.py"), str(uid), str(gid), "--", *cmd]
+        return cmd
+
+    def server_config(self) -> dict:
+        """The first frame every server receives."""
+        if self.name == "A":
+            reads = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", INSIDE_RUNTIME, _prefix(self.python)]
+            return {"tier": "A", "read_paths": reads, "landlock": self.landlock_abi >= 1,
+                    "seccomp": self.seccomp, "nproc_mode": "ns", "scratch_parent": "/tmp"}
+        reads = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc/ld.so.cache", self.runtime,
+                 _prefix(self.python)]
+        return {"tier": self.name, "read_paths": reads, "landlock": self.name == "B",
+                "seccomp": self.name == "B" and self.seccomp, "nproc_mode": "uid",
+                "scratch_parent": os.environ.get("REWARDLAB_SANDBOX_TMP") or "/tmp"}
+
+    def summary(self) -> str:
+        who = f"uid {self.drop_to[0]}" if self.drop_to else f"uid {os.getuid()}"
+        extra = f", Landlock ABI {self.landlock_abi}" if self.landlock_abi else ""
+        extra += ", seccomp" if self.seccomp and self.name != "unsafe" else ""
+        return f"tier {self.name}: {self.description} ({who}{extra})"
+
+
+# ------------------------------------------------------------------------------ runtime files
+_runtime_lock = threading.Lock()
+_runtime_cache: dict[str, str] = {}
+
+
+def _package_runtime_dir() -> Path:
+    try:
+        return Path(str(importlib.resources.files("rewardlab.sandbox_runtime")))
+    except ModuleNotFoundError:  # source checkout on sys.path without the installed mapping
+        return Path(__file__).resolve().parent.parent / "sandbox"
+
+
+def _world_usable(path: str, need_read: bool = True) -> bool:
+    """Can an unrelated uid traverse to ``path`` and read (and execute) it?"""
+    p = Path(path).resolve()
+    try:
+        for parent in list(p.parents):
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False
+    return bool(mode & stat.S_IROTH) if need_read else bool(mode & stat.S_IXOTH)
+
+
+def runtime_dir() -> str:
+    """The folder holding the sandbox program, readable by the sandbox uid.
+
+    The packaged folder is used in place when any user can read it; otherwise (a checkout
+    under /root, say) its files are copied once into a root-owned, world-readable folder under
+    the temp dir, named by their content hash."""
+    with _runtime_lock:
+        if "dir" in _runtime_cache:
+            return _runtime_cache["dir"]
+        src = _package_runtime_dir().resolve()
+        if all(_world_usable(str(src / f)) for f in RUNTIME_FILES):
+            _runtime_cache["dir"] = str(src)
+            return str(src)
+        h = hashlib.sha256()
+        for f in RUNTIME_FILES:
+            h.update((src / f).read_bytes())
+        target = Path(tempfile.gettempdir()) / f"rewardlab-runtime-{os.geteuid()}-{h.hexdigest()[:16]}"
+        if not _trusted_copy(target, src):
+            tmp = Path(tempfile.mkdtemp(prefix="rewardlab-runtime-"))
+            for f in RUNTIME_FILES:
+                shutil.copyfile(src / f, tmp / f)
+                os.chmod(tmp / f, 0o644)
+            os.chmod(tmp, 0o755)
+            try:
+                os.rename(tmp, target)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not _trusted_copy(target, src):
+                    raise RewardlabError(f"cannot prepare the sandbox runtime in {target}") from None
+        _runtime_cache["dir"] = str(target)
+        return str(target)
+
+
+def _trusted_copy(target: Path, src: Path) -> bool:
+    """``target`` exists, is ours, not writable by others, and holds exactly the runtime files."""
+    try:
+        st = os.lstat(target)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return False
+        for f in RUNTIME_FILES:
+            fst = os.lstat(target / f)
+            if not stat.S_ISREG(fst.st_mode) or fst.st_uid != os.geteuid() or fst.st_mode & 0o022:
+                return False
+            if (target / f).read_bytes() != (src / f).read_bytes():
+                return False
+        return True
+    except OSError:
+        return False
+
+
+def load_runtime_module(name: str) -> ModuleType:
+    """Import one of the stdlib-only sandbox modules (``confine``, ``wire``) into the parent."""
+    try:
+        return importlib.import_module(f"rewardlab.sandbox_runtime.{name}")
+    except ModuleNotFoundError:
+        path = _package_runtime_dir() / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"rewardlab_sandbox_runtime_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        assert spec.loader is not None
+        spec.loader.exec_module(mod)
+        sys.modules[spec.name] = mod
+        return mod
+
+
+# ------------------------------------------------------------------------------ detection
+def _prefix(python: str) -> str:
+    real = os.path.realpath(python)
+    parts = Path(real).parts
+    return str(Path(*parts[:2])) if len(parts) > 2 else os.path.dirname(real)
+
+
+def _bwrap_args(python: str, runtime: str) -> list[str]:
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+            "--ro-bind", "/usr", "/usr"]
+    for d in ("/bin", "/lib", "/lib64", "/lib32", "/sbin"):
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    pre = _prefix(python)
+    if pre not in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"):
+        args += ["--ro-bind", pre, pre]
+    args += ["--ro-bind", runtime, INSIDE_RUNTIME, "--proc", "/proc", "--dev", "/dev",
+             "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "--chdir", "/tmp",
+             "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+             "--setenv", "HOME", "/tmp"]
+    return args
+
+
+def _sandbox_user() -> tuple[tuple[int, int] | None, str]:
+    """(uid, gid) to drop to when root, and whether that uid is dedicated to the sandbox."""
+    names = [os.environ.get("REWARDLAB_SANDBOX_USER") or "rewardlab-sandbox", "nobody"]
+    for name in names:
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        if pw.pw_uid != 0:
+            return (pw.pw_uid, pw.pw_gid), name
+    return None, ""
+
+
+def _interpreter(root: bool) -> str:
+    py = os.environ.get("REWARDLAB_SANDBOX_PYTHON") or os.path.realpath(sys.executable)
+    if root and not _world_usable(py, need_read=False):
+        for alt in ("/usr/bin/python3", "/usr/local/bin/python3"):
+            if os.path.exists(alt) and _world_usable(alt, need_read=False):
+                return os.path.realpath(alt)
+    return py
+
+
+def _probe_bwrap(bwrap: str, python: str, runtime: str, drop_to: tuple[int, int] | None) -> str | None:
+    """None when bubblewrap can start the interpreter here, else the reason."""
+    cmd = [bwrap, *_bwrap_args(python, runtime), "--", python, "-I", "-S", "-c", "pass"]
+    if drop_to is not None:
+        cmd = [python, "-I", "-S", os.path.join(runtime, "launch.py"), str(drop_to[0]), str(drop_to[1]), "--", *cmd]
+    try:
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=20,
+                           env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap probe failed: {e}"
+    if r.returncode != 0:
+        err = r.stderr.decode(errors="replace").strip().splitlines()
+        return "bubblewrap probe failed: " + (err[-1] if err else f"exit status {r.returncode}")
+    return None
+
+
+_detect_lock = threading.Lock()
+_detected: dict[str, Tier] = {}
+
+
+def detect_tier(force: str | None = None) -> Tier:
+    """The isolation tier to use (``force``: "auto", "A", "B" or "unsafe"; default from
+    ``REWARDLAB_SANDBOX_TIER``). Raises RewardlabError when the requested tier, or with "auto"
+    every tier, is unavailable."""
+    want = (force or os.environ.get("REWARDLAB_SANDBOX_TIER") or "auto").strip()
+    want = want.upper() if want.lower() in ("a", "b") else want.lower()
+    if want not in ("auto", "A", "B", "unsafe"):
+        raise RewardlabError(f"unknown sandbox tier {want!r}; use auto, A, B or unsafe")
+    with _detect_lock:
+        if want in _detected:
+            return _detected[want]
+        tier = _detect(want)
+        _detected[want] = tier
+        return tier
+
+
+def _detect(want: str) -> Tier:
+    root = os.geteuid() == 0
+    runtime = runtime_dir()
+    python = _interpreter(root)
+    confine = load_runtime_module("confine")
+    abi = confine.landlock_abi()
+    seccomp = confine.seccomp_arch() is not None
+    drop_to, user = _sandbox_user() if root else (None, "")
+    reasons: list[str] = []
+    if root and drop_to is None:
+        reasons.append("running as root and no non-root user (rewardlab-sandbox or nobody) exists")
+    if want == "unsafe":
+        return Tier("unsafe", "NO ISOLATION (explicitly requested): rlimits and deadlines only",
+                    python, runtime, drop_to=drop_to, landlock_abi=0, seccomp=False,
+                    notes=("untrusted code can read and write what the sandbox uid can",))
+    if want in ("auto", "A") and not (root and drop_to is None):
+        bwrap = shutil.which("bwrap")
+        why = "bubblewrap (bwrap) is not installed" if bwrap is None else _probe_bwrap(bwrap, python, runtime, drop_to)
+        if why is None:
+            return Tier("A", "bubblewrap namespaces" + (f" as user {user}" if user else ""), python, runtime,
+                        drop_to=drop_to, landlock_abi=abi, seccomp=seccomp, bwrap=bwrap)
+        reasons.append(f"tier A unavailable: {why}")
+    if want in ("auto", "B"):
+        shared_uid = (not root) or user == "nobody"
+        need = 6 if shared_uid else 1
+        if abi < need:
+            reasons.append(f"tier B unavailable: needs Landlock ABI >= {need} here, kernel has {abi}")
+        elif not seccomp:
+            reasons.append("tier B unavailable: no seccomp filter for this architecture")
+        elif root and drop_to is None:
+            pass
+        else:
+            return Tier("B", "dedicated uid + rlimits + Landlock + seccomp, no namespaces"
+                        + (f" as user {user}" if user else ""), python, runtime, drop_to=drop_to,
+                        landlock_abi=abi, seccomp=True)
+    raise RewardlabError("no sandbox isolation tier is available: " + "; ".join(reasons)
+                         + ". Install bubblewrap (apt-get install bubblewrap) or run setup.sh; "
+                         "REWARDLAB_SANDBOX_TIER=unsafe runs untrusted code WITHOUT isolation")

@@ -1,0 +1,812 @@
+"""The sandbox fork server: the program that runs *inside* isolation (stdlib only).
+
+Started by ``rewardlab.sandbox`` as ``python -I -S <real path>/server.py`` (inside bubblewrap in
+tier A, as a dedicated non-root uid in tier B). It talks to its parent over stdin/stdout with
+length-prefixed JSON frames (see ``wire.py``) and runs one job at a time:
+
+    server (long-lived, trusted, child subreaper)
+      └─ checker C  (forked per job; trusted: reads the tests, decides the verdict)
+           └─ worker W  (forked by C *before* C reads the job; untrusted: runs the solution)
+
+* W drops to hard rlimits, a nested Landlock domain (file allow-list, no TCP, cannot signal or
+  ptrace C or the server) and a seccomp deny-list, then executes the solution. For
+  function-style jobs it only answers ``call(name, args)`` requests; arguments and results
+  cross the pipe as tagged plain data (``wire.encode``/``wire.decode_json``) and are rebuilt as
+  fresh builtins in C, so objects with a forged ``__eq__``, patched assertion helpers, exit
+  codes, ``atexit`` or ``SystemExit`` cannot influence the verdict: C runs ``check(candidate)``
+  itself, with ``candidate`` a proxy to W. W never holds the tests.
+* For stdin/stdout jobs C feeds stdin, captures stdout up to a cap and requires W to report a
+  normal end of the program before comparing.
+* ``legacy`` jobs run solution + tests + ``check(entry_point)`` inside W (for tests that need
+  object identity or custom classes); their verdict is flagged ``integrity: legacy``.
+* After each job the server SIGKILLs every descendant (walking ``/proc/*/task/*/children``;
+  orphans come back to it because it is a child subreaper) and removes the job's scratch dir.
+
+Parent -> server frames: ``config`` (once), then per job a small ``header`` (limits only) read by
+the server and a ``body`` (solution, tests) read by C. Server -> parent: ``hello``, one verdict per
+job. The server exits on EOF, on ``{"op": "stop"}``, on SIGTERM, or after any anomaly.
+"""
+
+from __future__ import annotations
+
+import sys
+
+sys.path.insert(0, __file__.rpartition("/")[0])  # -I does not put the script's folder on sys.path
+
+import ast  # noqa: E402
+import builtins  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import select  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+import confine  # noqa: E402
+import wire  # noqa: E402
+
+# Light modules solutions commonly import: loading them here makes forked workers start warm.
+# Heavy ones (decimal, hashlib, statistics, dataclasses, ...) are left out on purpose: every
+# megabyte of this process makes each fork and exit slower.
+for _m in ("typing", "re", "collections", "itertools", "functools", "heapq", "bisect", "string",
+           "operator", "copy"):
+    try:
+        __import__(_m)
+    except ImportError:
+        pass
+
+_MAX_BODY = 64 << 20
+_DETAIL_CAP = 2000
+
+
+# ============================================================================ process control
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tids:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as fh:
+                out += [int(x) for x in fh.read().split()]
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def kill_descendants(in_namespace: bool) -> None:
+    """SIGKILL every descendant and reap them all (orphans are re-parented to us: subreaper)."""
+    if in_namespace:
+        try:
+            os.kill(-1, signal.SIGKILL)  # everything in our PID namespace except us and its init
+        except OSError:
+            pass
+    me = os.getpid()
+    while True:
+        stack, seen = _children(me), set()
+        while stack:
+            p = stack.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+            stack += _children(p)
+        try:
+            os.waitpid(-1, 0)  # at least one child changes state (killed ones die promptly)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                return
+
+
+_uid_count = (0.0, 0)
+
+
+def uid_task_count() -> int:
+    """Tasks (threads included) of our real uid visible in /proc, cached for a second:
+    RLIMIT_NPROC counts them all, so the worker's limit is this plus its allowance."""
+    global _uid_count
+    now = time.monotonic()
+    if now - _uid_count[0] < 1.0:
+        return _uid_count[1]
+    uid, n = os.getuid(), 0
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.stat(f"/proc/{d}").st_uid == uid:
+                    n += len(os.listdir(f"/proc/{d}/task"))
+            except OSError:
+                pass
+    _uid_count = (now, n)
+    return n
+
+
+# ============================================================================ worker (untrusted)
+def _close_all_but(keep: set[int]) -> None:
+    lo = 3
+    for fd in sorted(k for k in keep if k >= 3):
+        if fd > lo:
+            os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, 1 << 20)
+
+
+def _exc_info(e: BaseException) -> list:
+    try:
+        msg = str(e)[:_DETAIL_CAP]
+    except BaseException:
+        msg = "<unprintable>"
+    try:
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-_DETAIL_CAP:]
+    except BaseException:
+        tb = ""
+    return ["exc", type(e).__name__, msg, tb]
+
+
+def _send_frame(fd: int, obj) -> None:
+    try:
+        data = json.dumps(obj, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError) as e:
+        data = json.dumps(["exc", "NotPlain", str(e)[:_DETAIL_CAP], ""]).encode()
+    wire.write_all(fd, len(data).to_bytes(4, "little") + data, None)
+
+
+def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r: int, out_w: int, nproc: int) -> None:
+    """Runs in W. Never returns; everything before ``exec`` of the solution is ours."""
+    devnull = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    ruleset = cfg.get("_ruleset", -1)
+    _close_all_but({c2w_r, w2c_w, in_r, out_w, ruleset})
+    os.setsid()
+    confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.chdir(job_dir)
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": job_dir, "TMPDIR": job_dir,
+                       "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"})
+    tempfile.tempdir = None
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes fail with EFBIG instead of killing
+    try:  # confine now, while the checker reads the job: nothing below runs unconfined
+        timeout = float(hdr["timeout"])
+        confine.set_rlimits(memory_bytes=int(hdr["memory_mb"]) << 20, cpu_seconds=int(math.ceil(timeout)) + 1,
+                            file_bytes=int(hdr["file_mb"]) << 20, nofile=int(hdr["nofile"]), nproc=nproc)
+        if cfg.get("landlock"):
+            confine.landlock_restrict(ruleset)
+            os.close(ruleset)
+        if cfg.get("seccomp"):
+            confine.apply_seccomp()
+        elif cfg.get("tier") != "unsafe":
+            confine.no_new_privs()
+    except (OSError, ValueError) as e:
+        _send_frame(w2c_w, ["fatal", f"confinement failed: {e}"])
+        os._exit(0)
+    setup = wire.recv(c2w_r, None, cap=_MAX_BODY)
+    kind = setup["kind"]
+    if kind == "stdio":
+        os.dup2(in_r, 0)
+        os.dup2(out_w, 1)
+    os.close(in_r)
+    os.close(out_w)
+    sys.argv = ["solution.py"]
+    ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
+    program = setup["program"]
+    load_exc = None
+    try:
+        code = compile(program, "solution.py", "exec")
+        exec(code, ns)
+        status = ["loaded", None]
+    except SystemExit as e:  # exit codes mean nothing: the namespace so far is what gets tested
+        status = ["exited", e.code if type(e.code) in (int, type(None)) else 1]
+    except BaseException as e:  # noqa: BLE001 - any failure of untrusted code is reported
+        load_exc = _exc_info(e)
+        status = ["load_error"] + load_exc[1:]
+    if kind == "stdio":
+        for s in (sys.stdout, sys.__stdout__):
+            try:
+                s.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        _send_frame(w2c_w, ["done"] + status)
+        os._exit(0)
+    names = [k for k, v in list(ns.items()) if callable(v) and not k.startswith("__")][:1000]
+    _send_frame(w2c_w, ["ready", status, names])
+    while True:
+        try:
+            msg = wire.decode_json(wire.recv_raw(c2w_r, None, cap=_MAX_BODY))
+        except wire.WireError:
+            os._exit(0)
+        if not (type(msg) is list and msg and msg[0] == "call"):
+            os._exit(0)
+        _, name, args, kwargs = msg
+        fn = ns.get(name)
+        try:
+            if not callable(fn):
+                raise NameError(f"name {name!r} is not defined by the solution")
+            out = ["ok", wire.encode(fn(*args, **kwargs))]
+        except BaseException as e:  # noqa: BLE001
+            out = _exc_info(e)
+        _send_frame(w2c_w, out)
+
+
+# ============================================================================ checker (trusted)
+class _Abort(BaseException):
+    """Stops the tests: the worker cannot answer any more."""
+
+
+class _Deadline(_Abort):
+    pass
+
+
+class _WorkerGone(_Abort):
+    pass
+
+
+class _OutputLimit(_Abort):
+    pass
+
+
+class _DiskLimit(_Abort):
+    pass
+
+
+def _du(root: str) -> int:
+    total = 0
+    for d, dirs, files in os.walk(root):
+        for f in dirs + files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+class _MemoryLimit(_Abort):
+    pass
+
+
+def _statm_rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class _Guard:
+    """Checks, at most every 100 ms, what rlimits cannot: the total size of the files the worker
+    left in its scratch dir (a cheap statvfs check triggers an exact ``du``) and the total
+    resident memory of every process of the job (RLIMIT_AS is per process; a tree of forked
+    children could otherwise add up). Raises to stop the run."""
+
+    def __init__(self, root: str, disk_limit: int, mem_limit: int) -> None:
+        self.root, self.disk_limit, self.mem_limit, self.next = root, disk_limit, mem_limit, 0.0
+        self.free0 = self._free()
+        self.me, self.server = os.getpid(), os.getppid()
+
+    def _free(self) -> int:
+        st = os.statvfs(self.root)
+        return st.f_bavail * st.f_frsize
+
+    def _job_rss(self) -> int:
+        total, stack, seen = 0, [p for p in _children(self.server) if p != self.me] + _children(self.me), set()
+        while stack:
+            p = stack.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            total += _statm_rss(p)
+            stack += _children(p)
+        return total
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now < self.next:
+            return
+        self.next = now + 0.1
+        if self.free0 - self._free() > self.disk_limit and _du(self.root) > self.disk_limit:
+            raise _DiskLimit()
+        if self._job_rss() > self.mem_limit:
+            raise _MemoryLimit()
+
+
+class CandidateError(Exception):
+    """The candidate raised an exception that is not a builtin one."""
+
+
+_BUILTIN_EXC = {n: getattr(builtins, n) for n in dir(builtins)
+                if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), Exception)}
+
+
+class _Checker:
+    def __init__(self, c2w_w: int, w2c_r: int, wpid: int, deadline: float, result_cap: int):
+        self.c2w_w, self.w2c_r, self.wpid, self.deadline, self.cap = c2w_w, w2c_r, wpid, deadline, result_cap
+        self.memory_error = False
+        self.passed = 0
+        self.failed = 0
+        self.first_failure: BaseException | None = None
+        self.partial = False
+
+    def recv(self):
+        try:
+            return wire.decode_json(wire.recv_raw(self.w2c_r, self.deadline, cap=self.cap))
+        except wire.Late:
+            raise _Deadline() from None
+        except wire.Oversize:
+            raise _OutputLimit() from None
+        except wire.Closed:
+            raise _WorkerGone() from None
+
+    def call(self, name: str, args: tuple, kwargs: dict):
+        try:
+            payload = json.dumps(["call", name, wire.encode(list(args)), wire.encode(kwargs)],
+                                 separators=(",", ":")).encode()
+        except wire.NotPlain as e:
+            raise TypeError(f"{e} (tests that pass non-plain arguments need legacy mode)") from None
+        try:
+            wire.write_all(self.c2w_w, len(payload).to_bytes(4, "little") + payload, self.deadline)
+        except wire.Late:
+            raise _Deadline() from None
+        except OSError:
+            raise _WorkerGone() from None
+        msg = self.recv()
+        if type(msg) is list and len(msg) == 2 and msg[0] == "ok":
+            return msg[1]
+        if type(msg) is list and len(msg) == 4 and msg[0] == "exc":
+            tname, text = str(msg[1]), str(msg[2])
+            if tname == "MemoryError":
+                self.memory_error = True
+            cls = _BUILTIN_EXC.get(tname)
+            if cls is None or tname in ("BaseException",):
+                raise CandidateError(f"{tname}: {text}")
+            try:
+                return_exc = cls(text)
+            except Exception:  # noqa: BLE001 - exotic constructors
+                return_exc = CandidateError(f"{tname}: {text}")
+            raise return_exc
+        raise _WorkerGone()
+
+    def proxy(self, name: str):
+        checker = self
+
+        def candidate(*args, **kwargs):
+            return checker.call(name, args, kwargs)
+
+        candidate.__name__ = candidate.__qualname__ = name
+        return candidate
+
+    def record(self, ok: bool, exc: BaseException | None) -> None:
+        if ok:
+            self.passed += 1
+            return
+        self.failed += 1
+        if self.first_failure is None:
+            self.first_failure = exc
+        if not self.partial:
+            raise exc
+
+
+class _Globals(dict):
+    """Test namespace: names the tests do not define resolve to the solution's functions (remote)."""
+
+    def __init__(self, checker: _Checker, remote_names: set[str]):
+        super().__init__()
+        self._checker, self._remote = checker, remote_names
+
+    def __missing__(self, key):
+        if key in self._remote and not hasattr(builtins, key):
+            fn = self._checker.proxy(key)
+            self[key] = fn
+            return fn
+        raise KeyError(key)
+
+
+def _instrument(tests: str) -> ast.Module:
+    """Wrap every assert inside ``check`` so that passes and failures are counted."""
+    tree = ast.parse(tests, "tests.py")
+
+    class T(ast.NodeTransformer):
+        def visit_Assert(self, node: ast.Assert):
+            rec = lambda ok, e: ast.Expr(ast.Call(ast.Name("__rl_record", ast.Load()),  # noqa: E731
+                                                  [ast.Constant(ok), e], []))
+            new = ast.Try(
+                body=[node],
+                handlers=[ast.ExceptHandler(ast.Name("__rl_Abort", ast.Load()), None, [ast.Raise()]),
+                          ast.ExceptHandler(ast.Name("BaseException", ast.Load()), "__rl_e",
+                                            [rec(False, ast.Name("__rl_e", ast.Load()))])],
+                orelse=[rec(True, ast.Constant(None))], finalbody=[])
+            return ast.copy_location(new, node)
+
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "check":
+            T().visit(node)
+    return ast.fix_missing_locations(tree)
+
+
+def _fmt(e: BaseException) -> tuple[str, str]:
+    line = f"{type(e).__name__}: {e}"[:_DETAIL_CAP] if str(e) else type(e).__name__
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-_DETAIL_CAP:]
+    return line, tb
+
+
+def _worker_death(wpid: int) -> tuple[str, str]:
+    """Status for a worker that stopped answering."""
+    pid, st, until = 0, 0, time.monotonic() + 0.5
+    while pid == 0 and time.monotonic() < until:  # its pipe closes a moment before it becomes a zombie
+        try:
+            pid, st = os.waitpid(wpid, os.WNOHANG)
+        except ChildProcessError:
+            return "crash", "worker vanished"
+        if pid == 0:
+            time.sleep(0.001)
+    if pid == 0:
+        os.kill(wpid, signal.SIGKILL)
+        return "crash", "worker closed its channel"
+    if os.WIFSIGNALED(st):
+        sig = os.WTERMSIG(st)
+        if sig == signal.SIGXCPU:
+            return "timeout", "CPU time limit"
+        return "crash", f"worker killed by signal {sig} ({signal.Signals(sig).name})"
+    return "crash", f"worker exited with status {os.WEXITSTATUS(st)} during the run"
+
+
+def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dict:
+    """Runs in C: fork W, read the job, drive W, return the verdict dict."""
+    c2w_r, c2w_w = os.pipe()
+    w2c_r, w2c_w = os.pipe()
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    wpid = os.fork()
+    if wpid == 0:
+        try:
+            os.close(vw)
+            for fd in (c2w_w, w2c_r, in_w, out_r):
+                os.close(fd)
+            worker_main(cfg, hdr, job_dir, c2w_r, w2c_w, in_r, out_w, nproc)
+        finally:
+            os._exit(0)
+    for fd in (c2w_r, w2c_w, in_r, out_w):
+        os.close(fd)
+    confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
+    body = wire.recv(0, time.monotonic() + 30, cap=_MAX_BODY)  # the job: only now do tests exist here
+    t0 = time.monotonic()
+    timeout = float(hdr["timeout"])
+    deadline = t0 + timeout
+    kind = body.get("kind", "function")
+    legacy = bool(body.get("legacy"))
+    out = {"status": "error", "passed": False, "tests_passed": 0, "tests_total": 0, "error": None,
+           "traceback": None, "integrity": "legacy" if legacy else "checker"}
+    # all processes of the job together may use the worker's own address-space limit, plus 25%
+    wire.TICK = _Guard(job_dir, int(hdr.get("disk_mb", 256)) << 20, int(hdr["memory_mb"]) * 5 << 18)
+    ck = _Checker(c2w_w, w2c_r, wpid, deadline, int(hdr["result_cap"]))
+    ck.partial = bool(body.get("partial"))
+    try:
+        if kind == "stdio":
+            out.update(_run_stdio(ck, body, in_w, out_r, int(hdr["output_cap"])))
+        else:
+            solution = body["solution"]
+            if legacy:
+                program = f"{solution}\n\n{body.get('tests') or ''}\n\ncheck({body['entry_point']})\n"
+            else:
+                program = solution
+            _to_worker(c2w_w, {"kind": "function", "program": program}, deadline)
+            out.update(_run_function(ck, body, legacy))
+    except _Deadline:
+        out.update(status="timeout", passed=False, error=f"wall-clock deadline of {timeout:g}s passed")
+    except _OutputLimit:
+        out.update(status="output_limit", passed=False, error="the worker's answer exceeded the result cap")
+    except _DiskLimit:
+        out.update(status="output_limit", passed=False, error="the worker's files exceeded the disk cap")
+    except _MemoryLimit:
+        out.update(status="memory", passed=False, error="the job's processes together exceeded the memory cap")
+    except _WorkerGone:
+        st, why = _worker_death(wpid)
+        out.update(status=st, passed=False, error=why)
+    except wire.Late:
+        out.update(status="timeout", passed=False, error=f"wall-clock deadline of {timeout:g}s passed")
+    except wire.Closed:
+        st, why = _worker_death(wpid)
+        out.update(status=st, passed=False, error=why)
+    try:
+        os.kill(wpid, signal.SIGKILL)
+    except OSError:
+        pass
+    if ck.memory_error and not out["passed"] and out["status"] in ("fail", "error"):
+        out["status"] = "memory"
+    out["elapsed"] = round(time.monotonic() - t0, 6)
+    return out
+
+
+_TOP = re.compile(r"^(?:async\s+)?(?:def|class)\s+(\w+)|^(\w+)\s*[:=]|^(?:from\s+\S+\s+)?import\s+([^\n#;]+)", re.M)
+
+
+def _uses_helpers(prelude: str, tests: str, entry: str) -> bool:
+    """Do the tests mention a top-level name (function, class, variable, import) of the
+    prelude other than the entry point? Only then is the prelude executed in the checker."""
+    names: set[str] = set()
+    for fn, var, imported in _TOP.findall(prelude):
+        if fn or var:
+            names.add(fn or var)
+        for part in imported.replace("(", " ").replace(")", " ").replace("\\", " ").split(","):
+            words = part.split()
+            if words:
+                names.add(words[-1].split(".")[0])
+    names.discard(entry)
+    used = set(re.findall(r"[A-Za-z_]\w*", tests))
+    return bool(names & used)
+
+
+def _to_worker(fd: int, setup: dict, deadline: float) -> None:
+    try:
+        wire.send(fd, setup, deadline)
+    except OSError:
+        pass  # the worker is gone; reading its channel next tells why ("fatal" frame or EOF)
+
+
+def _run_function(ck: _Checker, body: dict, legacy: bool) -> dict:
+    entry = body.get("entry_point")
+    g = _Globals(ck, set())
+    code = None
+    res: dict = {}
+    if not legacy:  # prepare the tests while the worker loads the solution
+        if not entry:
+            return {"status": "sandbox_error", "error": "function-style job without entry_point"}
+        g["__name__"] = "__tests__"
+        g["__builtins__"] = builtins
+        prelude = body.get("prelude")
+        tests_src = body.get("tests") or ""
+        if prelude and _uses_helpers(prelude, tests_src, entry):  # else the prompt is not needed here
+            try:
+                exec(compile(prelude, "prelude.py", "exec"), g)  # the task's own trusted helpers (prompt)
+            except Exception as e:  # noqa: BLE001
+                res["prelude_note"] = f"prelude not used: {type(e).__name__}: {e}"[:300]
+        g[entry] = ck.proxy(entry)
+        g["__rl_Abort"] = _Abort
+        g["__rl_record"] = ck.record
+        try:  # counting every assert needs the instrumented tree; pass/fail compiles the source directly
+            code = compile(_instrument(tests_src) if ck.partial else tests_src, "tests.py", "exec")
+        except SyntaxError as e:
+            return {"status": "sandbox_error", "error": f"tests do not compile: {e}"}
+    msg = ck.recv()
+    if type(msg) is not list or not msg:
+        raise _WorkerGone()
+    if msg[0] == "fatal":
+        return {"status": "sandbox_error", "error": str(msg[1])[:_DETAIL_CAP]}
+    if msg[0] != "ready" or len(msg) != 3 or type(msg[1]) is not list or type(msg[2]) is not list:
+        raise _WorkerGone()
+    status, names = msg[1], {str(n) for n in msg[2]}
+    if status and status[0] == "load_error":
+        tname = str(status[1])
+        st = "memory" if tname == "MemoryError" else ("fail" if legacy else "error")
+        return {"status": st, "error": f"{tname}: {status[2]}"[:_DETAIL_CAP],
+                "traceback": str(status[3])[-_DETAIL_CAP:]}
+    if legacy:
+        ok = status == ["loaded", None]
+        return {"status": "pass" if ok else "fail", "passed": ok, "tests_passed": int(ok), "tests_total": 1,
+                "error": None if ok else f"program ended with {status}"}
+    g._remote = names
+    try:
+        exec(code, g)
+        check = g.get("check")
+        if not callable(check):
+            return {"status": "sandbox_error", "error": "tests do not define check(candidate)"}
+        if entry not in names:
+            raise NameError(f"the solution does not define {entry!r}")
+        check(g[entry])
+    except _Abort:
+        raise
+    except BaseException as e:  # noqa: BLE001 - every failure of the tests is a fail
+        if ck.first_failure is not e:
+            ck.failed += 1
+            if ck.first_failure is None:
+                ck.first_failure = e
+    ok = ck.failed == 0 and ck.first_failure is None
+    if ck.partial:
+        res.update(tests_passed=ck.passed, tests_total=ck.passed + ck.failed)
+    else:
+        res.update(tests_passed=int(ok), tests_total=1)
+    res.update(status="pass" if ok else "fail", passed=ok)
+    if ck.first_failure is not None:
+        res["error"], res["traceback"] = _fmt(ck.first_failure)
+    return res
+
+
+def _norm_out(s: str) -> list[str]:
+    lines = [ln.rstrip() for ln in s.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _run_stdio(ck: _Checker, body: dict, in_w: int, out_r: int, cap: int) -> dict:
+    _to_worker(ck.c2w_w, {"kind": "stdio", "program": body["solution"]}, ck.deadline)
+    data = memoryview((body.get("stdin") or "").encode())
+    os.set_blocking(in_w, False)
+    if not data:
+        os.close(in_w)
+        in_w = -1
+    chunks, size, eof, done = [], 0, False, None
+    ctl = ck.w2c_r
+    while not (eof and done is not None):
+        rem = ck.deadline - time.monotonic()
+        if done is not None:
+            rem = min(rem, 0.5)  # the program ended; its stdout may still be held by a child
+        if rem <= 0:
+            if done is not None:
+                break
+            raise _Deadline()
+        rl = [out_r] if not eof else []
+        if done is None:
+            rl.append(ctl)
+        wl = [in_w] if in_w >= 0 else []
+        if wire.TICK is not None:
+            wire.TICK()
+        r, w, _ = select.select(rl, wl, [], min(rem, 0.1))
+        if w:
+            try:
+                n = os.write(in_w, data[:65536])
+                data = data[n:]
+            except (BrokenPipeError, BlockingIOError):
+                data = data[:0]
+            if not data:
+                os.close(in_w)
+                in_w = -1
+        if out_r in r:
+            b = os.read(out_r, 65536)
+            if not b:
+                eof = True
+            else:
+                size += len(b)
+                if size > cap:
+                    raise _OutputLimit()
+                chunks.append(b)
+        if ctl in r:
+            msg = ck.recv()
+            if type(msg) is not list or not msg or msg[0] not in ("done", "fatal"):
+                raise _WorkerGone()
+            done = msg
+            if msg[0] == "fatal":
+                return {"status": "sandbox_error", "error": str(msg[1])[:_DETAIL_CAP]}
+    stdout = b"".join(chunks).decode("utf-8", errors="replace")
+    res = {"tests_total": 1, "stdout": stdout[:1000]}
+    status = done[1:]
+    if status and status[0] == "load_error":
+        st = "memory" if status[1] == "MemoryError" else "error"
+        return dict(res, status=st, error=f"{status[1]}: {status[2]}"[:_DETAIL_CAP],
+                    traceback=str(status[3])[-_DETAIL_CAP:])
+    if status and status[0] == "exited" and status[1] not in (0, None):
+        return dict(res, status="error", error=f"program exited with status {status[1]}")
+    ok = _norm_out(stdout) == _norm_out(body.get("expected_stdout") or "")
+    return dict(res, status="pass" if ok else "fail", passed=ok, tests_passed=int(ok),
+                error=None if ok else "stdout differs from the expected output")
+
+
+# ============================================================================ server loop
+def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
+    timeout = float(hdr["timeout"])
+    job_dir = tempfile.mkdtemp(prefix="job-", dir=scratch_root)
+    nproc = int(hdr["nproc"]) + (uid_task_count() if cfg.get("nproc_mode") == "uid" else 8)
+    vr, vw = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(vr)
+            verdict = checker_main(cfg, hdr, job_dir, vw, nproc)
+            wire.send(vw, verdict, time.monotonic() + 5)
+        except BaseException:  # noqa: BLE001 - the server reports a missing verdict
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(vw)
+    healthy = True
+    try:  # a missing verdict may leave the job's body unread in our stdin: recycle then
+        verdict = wire.recv(vr, time.monotonic() + timeout + 2.0, cap=1 << 20)
+        if not isinstance(verdict, dict) or "status" not in verdict:
+            raise wire.WireError("bad verdict")
+    except wire.Late:
+        verdict = {"status": "timeout", "passed": False, "error": f"checker exceeded {timeout:g}s"}
+        healthy = False
+    except wire.WireError as e:
+        verdict = {"status": "sandbox_error", "passed": False, "error": f"checker failed: {e}"}
+        healthy = False
+    os.close(vr)
+    kill_descendants(cfg.get("tier") == "A")
+    _empty(scratch_root)
+    return verdict, healthy
+
+
+def _empty(folder: str) -> None:
+    """Remove everything inside ``folder`` (the worker may write anywhere beneath it)."""
+    for name in os.listdir(folder):
+        p = os.path.join(folder, name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+
+
+def main() -> int:
+    confine.prctl(confine.PR_SET_CHILD_SUBREAPER, 1)
+    parent = os.getppid()
+    cfg = wire.recv(0, time.monotonic() + 60, cap=1 << 20)
+    if cfg.get("tier") != "A":
+        confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGTERM)  # our parent: the pool's spawner thread
+        if os.getppid() != parent:
+            return 0
+    try:
+        confine.prctl(confine.PR_SET_DUMPABLE, 0)  # same-uid code cannot ptrace us or open /proc/<us>/mem
+    except OSError:
+        pass
+    os.umask(0o077)
+    scratch_root = tempfile.mkdtemp(prefix="rewardlab-sbx-", dir=cfg.get("scratch_parent") or None)
+
+    def on_term(signum, frame):
+        kill_descendants(cfg.get("tier") == "A")
+        shutil.rmtree(scratch_root, ignore_errors=True)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    abi = confine.landlock_abi()
+    seccomp_ok = confine.seccomp_arch() is not None
+    if cfg.get("landlock") and abi < 1:
+        wire.send(1, {"error": "Landlock is required but unavailable"})
+        return 1
+    if cfg.get("landlock"):
+        # built once; every worker restricts itself with it. Writable: this server's scratch root,
+        # which is emptied after every job.
+        cfg["_ruleset"] = confine.landlock_ruleset(
+            list(cfg["read_paths"]) + ["/dev/urandom", "/dev/zero"], [scratch_root, "/dev/null"], abi=abi)
+    if cfg.get("seccomp") and seccomp_ok:
+        confine.prepare_seccomp()
+    if cfg.get("seccomp") and not seccomp_ok:
+        wire.send(1, {"error": "seccomp filter unsupported on this architecture"})
+        return 1
+    wire.send(1, {"hello": True, "pid": os.getpid(), "uid": os.getuid(), "landlock_abi": abi,
+                  "seccomp": seccomp_ok, "scratch": scratch_root})
+    runs, max_runs = 0, int(cfg.get("max_runs") or 0)
+    import gc
+
+    gc.collect()
+    gc.freeze()  # forked checkers/workers then never touch (copy) the server's objects to collect them
+    try:
+        while True:
+            try:
+                hdr = wire.recv(0, None, cap=1 << 16)
+            except wire.WireError:
+                break
+            if not isinstance(hdr, dict) or hdr.get("op") != "run":
+                break
+            verdict, healthy = run_job(cfg, hdr, scratch_root)
+            runs += 1
+            verdict["recycle"] = (not healthy) or (max_runs > 0 and runs >= max_runs)
+            wire.send(1, verdict)
+            if verdict["recycle"]:
+                break
+    finally:
+        kill_descendants(cfg.get("tier") == "A")
+        shutil.rmtree(scratch_root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""``rewardlab sandbox info`` and ``rewardlab sandbox run``: exit codes and output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rewardlab", "sandbox", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_info_reports_the_tier():
+    r = cli("info")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("tier ")
+
+
+def test_run_pass_fail_and_json(tmp_path):
+    (tmp_path / "sol.py").write_text("def add(a, b):\n    return a + b\n")
+    (tmp_path / "bad.py").write_text("def add(a, b):\n    return 0\n")
+    (tmp_path / "check.py").write_text("def check(candidate):\n    assert candidate(2, 3) == 5\n")
+    ok = cli("run", "sol.py", "--tests", "check.py", "--entry-point", "add", cwd=tmp_path)
+    assert ok.returncode == 0 and ok.stdout.startswith("pass (tier "), ok.stdout + ok.stderr
+    bad = cli("run", "bad.py", "--tests", "check.py", "--entry-point", "add", "--json", cwd=tmp_path)
+    assert bad.returncode == 1
+    out = json.loads(bad.stdout)
+    assert (out["passed"], out["status"]) == (False, "fail")
+
+
+def test_run_stdio_and_usage_errors(tmp_path):
+    (tmp_path / "sol.py").write_text("print(int(input()) * 2)\n")
+    (tmp_path / "in.txt").write_text("21\n")
+    (tmp_path / "out.txt").write_text("42\n")
+    r = cli("run", "sol.py", "--stdin", "in.txt", "--expected", "out.txt", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    missing = cli("run", "sol.py", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ")
+    nofile = cli("run", "nope.py", "--expected", "out.txt", cwd=tmp_path)
+    assert nofile.returncode == 2 and "no such file" in nofile.stderr
