@@ -1,0 +1,171 @@
+"""The math answer reward: extract the final answer, normalise the gold, decide equivalence, explain.
+
+    >>> from rewardlab.rewards import math_reward
+    >>> r = math_reward("... so she has 3*4=12 apples.\\n#### 12.0", "She has 3*4=<<3*4=12>>12 apples.\\n#### 12")
+    >>> r.score, r.info["rule"]
+    (1.0, 'fast_int')
+
+Three stages, each with its own module:
+
+1. extraction (:mod:`math_extract`): last ``\\boxed{}`` group, GSM8K ``####``, "the answer is",
+   or a fallback; the policy and the anti-hacking checks are an :class:`ExtractionPolicy`;
+2. the fast path (:mod:`math_equiv`): exact, pure Python, on the caller's thread. Integers,
+   decimals, fractions, percentages, thousands separators, scientific notation, short arithmetic,
+   polynomials, lists and text answers are decided here without touching a LaTeX parser;
+3. the slow path (:mod:`math_slow`): math-verify + sympy in a worker process of
+   :mod:`rewardlab.rewards.pool`, killed at the deadline (default 1 s). A timeout scores
+   ``timeout_score`` (0.0) with ``info["status"] = "timeout"``.
+
+``info`` always holds ``status``, ``pred`` (extracted answer or None), ``gold``, ``extraction``
+(how the answer was found), ``rule`` (what decided: ``fast_int``, ``fast_fraction``, ``fast_percent``,
+``fast_list``, ``fast_poly``, ``fast_magnitude``, ``string``, ``text``, ``math_verify``, ...) and,
+when parsed, ``pred_parsed`` / ``gold_parsed``. Statuses other than ``ok``: ``no_answer``,
+``box_spam``, ``ambiguous``, ``number_spam``, ``empty_box``, ``timeout``, ``too_complex``,
+``gold_parse_error``, ``bad_gold``, ``error``.
+
+CLI: ``rewardlab reward math --completion "... \\boxed{3/4}" --gold "\\frac{3}{4}"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from rewardlab.rewards import pool as _pool
+from rewardlab.rewards.base import RewardResult, register
+from rewardlab.rewards.math_equiv import fast_compare
+from rewardlab.rewards.math_extract import Extraction, ExtractionPolicy, extract_answer, extract_gold
+
+_REFUSALS = {"box_spam", "ambiguous", "number_spam"}
+_INFO_CHARS = 300
+
+
+def _clip(s: str | None) -> str | None:
+    if s is None or len(s) <= _INFO_CHARS:
+        return s
+    return s[:_INFO_CHARS] + f"...[{len(s)} chars]"
+
+
+def _slow_task(pred: str, gold: str) -> dict:
+    """Runs inside a pool worker."""
+    from rewardlab.rewards.math_slow import slow_compare
+
+    return slow_compare(pred, gold)
+
+
+class MathReward:
+    """A configurable, picklable math answer reward. ``math_reward`` is the default instance.
+
+    Args:
+        policy: how the answer is extracted and which hacks are refused (:class:`ExtractionPolicy`).
+        timeout: seconds allowed for the slow (symbolic) path of one call.
+        timeout_score: the score of a call that ran out of time.
+        correct_score / wrong_score: the scores of a graded answer.
+        refused_score: the score of a refused (hacking) or missing answer.
+    """
+
+    name = "math"
+    isolated = False
+
+    def __init__(self, policy: ExtractionPolicy | None = None, *, timeout: float = 1.0, timeout_score: float = 0.0,
+                 correct_score: float = 1.0, wrong_score: float = 0.0, refused_score: float = 0.0):
+        self.policy = policy or ExtractionPolicy()
+        self.timeout = float(timeout)
+        self.timeout_score = float(timeout_score)
+        self.correct_score = float(correct_score)
+        self.wrong_score = float(wrong_score)
+        self.refused_score = float(refused_score)
+
+    def __repr__(self) -> str:
+        return (f"MathReward(policy={self.policy!r}, timeout={self.timeout}, timeout_score={self.timeout_score})")
+
+    def __reduce__(self):
+        # the default instance pickles by reference; others by value
+        if self is math_reward:
+            return "math_reward"
+        return (_rebuild, (asdict(self.policy), self.timeout, self.timeout_score, self.correct_score,
+                           self.wrong_score, self.refused_score))
+
+    # -- stages
+    def _prepare(self, completion: Any, reference: Any) -> tuple[Extraction, Extraction, dict]:
+        pred = extract_answer(completion, self.policy)
+        gold = extract_gold(reference.get("answer", reference.get("gold")) if isinstance(reference, dict) else reference)
+        info: dict[str, Any] = {
+            "pred": _clip(pred.answer),
+            "gold": _clip(gold.answer),
+            "extraction": pred.method,
+        }
+        if pred.n_boxes:
+            info["n_boxes"] = pred.n_boxes
+        return pred, gold, info
+
+    def _result(self, equal: bool, info: dict) -> RewardResult:
+        info.setdefault("status", "ok")
+        return RewardResult(self.correct_score if equal else self.wrong_score, info)
+
+    def fast(self, completion: Any, reference: Any, **meta: Any) -> RewardResult | None:
+        """Decide on the caller's thread without sympy, or return None (the slow path is needed)."""
+        pred, gold, info = self._prepare(completion, reference)
+        if gold.answer is None:
+            info.update(status="bad_gold", rule="none", detail="the reference holds no answer")
+            return RewardResult(None, info)
+        if pred.answer is None:
+            problem = pred.problem or "no_answer"
+            info.update(status=problem, rule="extraction")
+            if problem in _REFUSALS:
+                info["detail"] = {
+                    "box_spam": f"more than {self.policy.max_distinct_boxes} different boxed answers",
+                    "ambiguous": "the answer offers several candidates",
+                    "number_spam": "the answer hides among many numbers",
+                }[problem]
+            return RewardResult(self.refused_score, info)
+        d = fast_compare(pred.answer, gold.answer)
+        if d.equal is None:
+            return None
+        info.update(rule=d.rule, pred_parsed=_clip(d.pred_norm), gold_parsed=_clip(d.gold_norm))
+        if d.rule == "unsupported":
+            info["status"] = "too_complex"
+        if d.detail:
+            info["detail"] = d.detail
+        return self._result(d.equal, info)
+
+    def __call__(self, completion: Any, reference: Any, **meta: Any) -> RewardResult:
+        try:
+            r = self.fast(completion, reference, **meta)
+        except Exception as e:  # noqa: BLE001 - garbage in never raises
+            return RewardResult(self.wrong_score, {"status": "error", "error": f"{type(e).__name__}: {e}"})
+        if r is not None:
+            return r
+        pred, gold, info = self._prepare(completion, reference)
+        if _pool.IN_WORKER:
+            try:
+                out = _slow_task(pred.answer, gold.answer)
+            except Exception as e:  # noqa: BLE001
+                out = {"equal": False, "rule": "error", "status": "error", "detail": f"{type(e).__name__}: {e}"}
+            status = "ok"
+        else:
+            try:
+                status, out = _pool.get_pool().call(_slow_task, (pred.answer, gold.answer), deadline=self.timeout)
+            except Exception as e:  # noqa: BLE001 - e.g. no process could be started here
+                status, out = "error", f"{type(e).__name__}: {e}"
+        if status == "timeout":
+            info.update(status="timeout", rule="deadline", deadline_s=self.timeout)
+            return RewardResult(self.timeout_score, info)
+        if status != "ok":
+            info.update(status="error", rule="error", error=str(out))
+            return RewardResult(self.wrong_score, info)
+        info.update({k: v for k, v in out.items() if k != "equal"})
+        if info.get("status") == "gold_parse_error":
+            return RewardResult(None, info)  # the reference, not the completion, is at fault
+        return self._result(bool(out.get("equal")), info)
+
+
+def _rebuild(policy: dict, timeout: float, timeout_score: float, correct: float, wrong: float, refused: float) -> MathReward:
+    return MathReward(ExtractionPolicy(**policy), timeout=timeout, timeout_score=timeout_score,
+                      correct_score=correct, wrong_score=wrong, refused_score=refused)
+
+
+math_reward = register("math")(MathReward())
+"""The default math reward (``rewardlab.rewards.math_reward``, registered as ``"math"``)."""
+
+__all__ = ["MathReward", "ExtractionPolicy", "math_reward"]

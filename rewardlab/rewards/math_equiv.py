@@ -1,0 +1,678 @@
+"""Fast, exact answer equivalence in pure Python: the part of the math reward that runs on the caller's thread.
+
+Most GSM8K/MATH answers are integers, decimals, fractions, percentages or short arithmetic; this
+module decides those without any LaTeX parser or sympy, exactly (``fractions.Fraction``), in tens of
+microseconds, and with guards that make every step linear or bounded (power towers, huge factorials
+and 5,000-digit literals are compared by magnitude, never expanded). What it cannot decide it
+reports as undecided, and the reward sends the pair to a worker process (:mod:`math_slow`).
+
+Pipeline for one (pred, gold) pair of extracted answers:
+
+* :func:`normalize`: strip math delimiters, spacing, ``\\left``/``\\right``, ``\\text`` wrappers,
+  trailing units, degrees, currency, thousands separators; ``\\dfrac`` -> ``\\frac``; ``percent`` -> ``%``.
+* string rule: equal normalized strings (and case-insensitive text answers, choice letters).
+* assignments: ``x = 5`` vs ``5`` compares the right-hand side when the left side has no digits.
+* values: an exact evaluator for numbers and polynomials with rational coefficients
+  (``+ - * / ^ !``, ``\\frac``, ``\\sqrt`` of perfect powers, implicit products, ``\\pi``), lists
+  (bare lists and ``\\{...\\}`` compare as multisets; ``(..)``/``[..]`` as ordered tuples).
+
+Try it: ``rewardlab reward math --completion PRED --gold GOLD`` prints the decision and the rule.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from rewardlab.rewards.math_values import (
+    Huge,
+    Invalid,
+    Num,
+    Poly,
+    Unsupported,
+    parse_scalar,
+    scalars_equal,
+)
+
+
+# ---------------------------------------------------------------------------- normalization
+
+_TEXT_CMDS = ("\\textbf", "\\textit", "\\textnormal", "\\textrm", "\\text", "\\mbox", "\\mathrm", "\\mathbf", "\\mathit", "\\operatorname")
+_KEEP_WORDS = {"pi", "e", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "inf", "infty", "and", "or", "i", "mod", "pmod"}
+_SIMPLE_SUBS = [
+    ("\\displaystyle", ""), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
+    ("\\left\\{", "\\{"), ("\\right\\}", "\\}"), ("\\left.", ""), ("\\right.", ""),
+    ("\\left", ""), ("\\right", ""), ("\\bigl", ""), ("\\bigr", ""), ("\\Bigl", ""), ("\\Bigr", ""),
+    ("\\big", ""), ("\\Big", ""),
+    ("\\!", ""), ("\\,", " "), ("\\;", " "), ("\\:", " "), ("\\ ", " "), ("~", " "),
+    ("\\qquad", " "), ("\\quad", " "), ("\\$", ""), ("$", ""), ("\\(", ""), ("\\)", ""),
+    ("\\[", ""), ("\\]", ""), ("€", ""), ("£", ""), ("\\%", "%"), ("\\lt", "<"), ("\\gt", ">"),
+    ("\\leq", "\\le"), ("\\geq", "\\ge"), ("\\neq", "\\ne"), ("<=", "\\le"), (">=", "\\ge"), ("!=", "\\ne"),
+    ("≤", "\\le"), ("≥", "\\ge"), ("−", "-"), ("×", "\\times"), ("·", "\\cdot"), ("÷", "\\div"),
+    ("\\emptyset", "\\{\\}"), ("\\varnothing", "\\{\\}"), ("{,}", ","), ("\\mathrm{e}", "e"),
+]
+
+
+def _unwrap_text(s: str, cmds: tuple[str, ...] = _TEXT_CMDS) -> tuple[str, bool]:
+    """Replace ``\\text{X}``-style wrappers by `` X ``; report whether any was present."""
+    found = False
+    for cmd in cmds:
+        pos = 0
+        while True:
+            k = s.find(cmd + "{", pos)
+            if k < 0:
+                break
+            j = k + len(cmd)
+            depth, e = 0, -1
+            for t in range(j, min(len(s), j + 500)):
+                if s[t] == "{":
+                    depth += 1
+                elif s[t] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        e = t
+                        break
+            if e < 0:
+                pos = j
+                continue
+            found = True
+            s = s[:k] + " " + s[j + 1:e] + " " + s[e + 1:]
+            pos = k
+    return s, found
+
+
+_UNIT_TAIL = re.compile(r"(?<=[\d})\s])\s*((?:[A-Za-z]{2,}\.?\s*)+)(?:\^\s*\{?\d\}?)?\s*$")
+_ORDINAL = re.compile(r"\^\s*\{\s*(?:st|nd|rd|th)\s*\}|(?<=\d)(?:st|nd|rd|th)\b")
+_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\\degree|\s*\bdegrees?\b")
+_PERCENT = re.compile(r"\s*(?:\bpercentage\b|\bpercent\b|\bpct\b)")
+_THOUSANDS = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3})+)(?![\d,])")
+_THOUSANDS_MULTI = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3}){2,})(?![\d,])")
+_REPEAT = re.compile(r"(-?)(\d*)\.(\d*)\\overline\{(\d+)\}")
+_THOUSANDS_BANG = re.compile(r"(?<=\d),\\!\s*(?=\d{3})|(?<=\d)\{,\}(?=\d{3})")
+_TEXT_UNIT = re.compile(r"(?<=[\d}\s])\s*\\(?:text|mbox|mathrm|textnormal|textrm)\s*\{\s*([A-Za-z][A-Za-z ./]{0,30})\}\s*(?:\^\s*\{?\d\}?)?\s*\.?\s*$")
+
+
+def _drop_text_unit(flags: dict):
+    def sub(m: re.Match) -> str:
+        words = m.group(1).lower().split()
+        if any(w in _KEEP_WORDS for w in words) or not re.search(r"\d", m.string[: m.start()]):
+            return m.group(0)
+        flags["unit"] = " ".join(words)
+        return ""
+
+    return sub
+
+
+_CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
+
+
+def _repeating(m: re.Match) -> str:
+    sign, ip, fp, rp = m.groups()
+    # x = ip.fp(rp)(rp)... = (ip fp rp - ip fp) / (10^len(fp) * (10^len(rp) - 1))
+    a = int((ip or "0") + fp + rp)
+    b = int((ip or "0") + fp)
+    den = (10 ** len(fp)) * (10 ** len(rp) - 1)
+    fr = Fraction(a - b, den)
+    return f"{sign}\\frac{{{fr.numerator}}}{{{fr.denominator}}}"
+
+
+def _ascii_to_latex(s: str) -> str:
+    """Plain-text math (``pi/2``, ``exp(16)``, ``-2*pi``) into the LaTeX both paths read."""
+    if "\\" in s:
+        return s
+    s = re.sub(r"\bexp\(([^()]{0,200})\)", r"e^{\1}", s)
+    s = re.sub(r"\b(sqrt|sin|cos|tan|cot|sec|csc|ln|log)\(", r"\\\1(", s)
+    s = re.sub(r"\bpi\b", r"\\pi ", s)
+    s = s.replace("**", "^").replace("*", " \\cdot ")
+    return s
+
+
+def normalize(ans: str) -> tuple[str, dict]:
+    """Canonical text of an extracted answer, and flags (``percent``, ``text``)."""
+    flags: dict = {}
+    s = ans.strip()
+    s = _THOUSANDS_BANG.sub(",", s)
+    s = re.sub(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d{3})", ",", s)
+    s = re.sub(r"\{\s*,\s*\}", ",", s)
+    s = _TEXT_UNIT.sub(_drop_text_unit(flags), s)
+    for a, b in _SIMPLE_SUBS:
+        if a in s:
+            s = s.replace(a, b)
+    s, _ = _unwrap_text(s, ("\\boxed", "\\fbox"))
+    s, flags["text"] = _unwrap_text(s)
+    s = _ORDINAL.sub("", s)
+    s2 = _DEGREE.sub("", s)
+    if s2 != s:
+        flags["degrees"] = True
+        s = s2
+    s = _PERCENT.sub("%", s)
+    s = _ascii_to_latex(s)
+    s = " ".join(s.split())
+    s = s.strip().rstrip(".,;:").strip()
+    # trailing unit words after a number: "125 miles", "15 cm^2", "7 kg"
+    m = _UNIT_TAIL.search(s)
+    if m and re.search(r"\d", s[:m.start()]):
+        words = [w.lower().rstrip(".") for w in re.findall(r"[A-Za-z]+", m.group(1))]
+        if not any(w in _KEEP_WORDS for w in words):
+            s = s[:m.start()].strip()
+            flags["unit"] = " ".join(words)
+    s = s.replace("+-", "-").replace("+ -", "-")
+    if "\\overline" in s:
+        s = _REPEAT.sub(_repeating, s)
+    if re.fullmatch(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):
+        s = s.replace(" ", "")
+    if not re.search(r"[(\[]|\\\{", s):  # inside brackets "12,102" is a pair, not a number
+        s = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), s)
+    else:
+        s = _THOUSANDS_MULTI.sub(lambda m: m.group(1).replace(",", ""), s)
+    m = _CHOICE.match(s)
+    if m:
+        s = m.group(1).upper()
+        flags["choice"] = True
+    # redundant outer grouping: {{x}} / ((x)) - iteratively, linear per layer
+    s = _strip_outer(s)
+    return s, flags
+
+
+def _matching_closers(s: str) -> dict[int, int]:
+    """Map opening bracket index -> matching closing index for (), {}, [] (one linear pass)."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    opener = {")": "(", "}": "{", "]": "["}
+    for i, c in enumerate(s):
+        if c in "({[":
+            if i > 0 and s[i - 1] == "\\":
+                continue
+            stack.append(i)
+        elif c in ")}]":
+            if i > 0 and s[i - 1] == "\\":
+                continue
+            if stack and s[stack[-1]] == opener[c]:
+                pairs[stack.pop()] = i
+            else:
+                return pairs
+    return pairs
+
+
+def _strip_outer(s: str) -> str:
+    if not s or s[0] not in "({":
+        return s
+    pairs = _matching_closers(s)
+    lo, hi = 0, len(s) - 1
+    checks = 0
+    while lo < hi and s[lo] in "({" and pairs.get(lo) == hi:
+        inner = s[lo + 1:hi]
+        if s[lo] == "(" and "," in inner:
+            checks += 1
+            if checks > 20 or _top_level_split(inner, ","):
+                break  # a tuple (or too deep to check cheaply), not redundant grouping
+        lo, hi = lo + 1, hi - 1
+        while lo < hi and s[lo] == " ":
+            lo += 1
+        while hi > lo and s[hi] == " ":
+            hi -= 1
+    return s[lo:hi + 1]
+
+
+def _top_level_split(s: str, sep: str) -> list[str] | None:
+    """Split on ``sep`` outside brackets; None when there is no top-level separator."""
+    parts, depth, last = [], 0, 0
+    i = 0
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\" and i + 1 < n and s[i + 1] in "{}":
+            depth += 1 if s[i + 1] == "{" else -1
+            i += 2
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and s.startswith(sep, i):
+            parts.append(s[last:i])
+            last = i + len(sep)
+            i = last
+            continue
+        i += 1
+    if not parts:
+        return None
+    parts.append(s[last:])
+    return parts
+
+
+
+# ---------------------------------------------------------------------------- structure: lists, tuples, sets
+
+@dataclass
+class Seq:
+    """A list answer: ``kind`` is "set" (unordered: bare lists, ``\\{..\\}``) or "tuple" with its brackets."""
+
+    kind: str
+    items: list
+    brackets: str = ""
+
+
+_LIST_SEP = re.compile(r"\s*(?:,|;|\band\b|\bor\b)\s*")
+
+
+_GLUED_CONNECTOR = re.compile(r"(?<=[)\]}])\s*(?:or|and)\s*(?=[(\[{\\])")
+
+
+def _split_items(s: str) -> list[str] | None:
+    s = _GLUED_CONNECTOR.sub(", ", s)
+    parts = _top_level_split(s, ";") or _top_level_split(s, ",")
+    if parts is None:
+        for word in (" and ", " or "):
+            parts = _top_level_split(s, word)
+            if parts is not None:
+                break
+    if parts is None:
+        return None
+    out: list[str] = []
+    for p in parts:
+        sub = _split_items(p.strip()) if (" and " in p or " or " in p) else None
+        for q in sub or [p]:
+            q = q.strip()
+            q = re.sub(r"^(?:and|or)\s+", "", q).strip()
+            asg = _split_assignment(q)
+            if asg and _simple_lhs(asg[0]):
+                q = asg[1]
+            if q:
+                out.append(q)
+    return out
+
+
+_ELLIPSIS = {"\\ldots", "\\cdots", "\\dots", "...", "…"}
+
+
+_INF = {"\\infty": 1, "+\\infty": 1, "-\\infty": -1, "\\inf": 1, "-\\inf": -1, "∞": 1, "-∞": -1, "oo": 1, "-oo": -1}
+_MATRIX = re.compile(r"^\[?\s*\\begin\{([pbvBV]?matrix|array)\}(\{[^}]*\})?(.*)\\end\{\1\}\s*\]?$", re.DOTALL)
+
+
+def _parse_matrix(s: str, max_depth: int):
+    m = _MATRIX.match(s)
+    if not m:
+        return None
+    body = m.group(3).strip()
+    rows = [r for r in re.split(r"\\\\|\\(?=\s)", body) if r.strip()]
+    parsed = [Seq("tuple", [parse_structure(c, max_depth) for c in r.split("&")], "row") for r in rows]
+    return Seq("matrix", parsed, "matrix")
+
+
+def parse_structure(s: str, max_depth: int = 40):
+    """A :class:`Num`, or a :class:`Seq` of parsed items. Raises Unsupported / Invalid."""
+    s = s.strip()
+    if s in _ELLIPSIS:
+        return Num(Poly({(("…", 1),): Fraction(1)}))
+    if s in _INF:
+        return Num(Huge(_INF[s], math.inf))  # a true infinity, not a magnitude
+    if s in ("\\mathbb{R}", "\\mathbb R", "\\R"):
+        return Seq("tuple", [Num(Huge(-1, math.inf)), Num(Huge(1, math.inf))], "()")
+    if "\\begin" in s:
+        mat = _parse_matrix(s, max_depth)
+        if mat is None:
+            raise Unsupported("matrix layout")
+        return mat
+    union = _top_level_split(s, "\\cup")
+    if union is not None:
+        return Seq("union", [parse_structure(x, max_depth) for x in union])
+    pm = _top_level_split(s, "\\pm")
+    if pm is not None and len(pm) == 2:
+        a, b = pm[0].strip(), pm[1].strip()
+        return Seq("set", [parse_structure(f"{a}+({b})" if a else b, max_depth),
+                           parse_structure(f"{a}-({b})" if a else f"-({b})", max_depth)])
+    ratio = _top_level_split(s, ":")
+    if ratio is not None and len(ratio) >= 2 and "=" not in s:
+        return Seq("tuple", [parse_structure(x, max_depth) for x in ratio], "::")
+    if s.startswith("\\{") and s.endswith("\\}"):
+        inner = s[2:-2].strip()
+        items = _split_items(inner) or ([inner] if inner else [])
+        return Seq("set", [parse_structure(x, max_depth) for x in items])
+    if len(s) >= 2 and s[0] in "([" and s[-1] in ")]":
+        pairs = _matching_closers(s)
+        mixed = s[0] + s[-1] in ("[)", "(]") and len(_matching_closers(s[1:-1])) == sum(s[1:-1].count(c) for c in "([{")
+        if pairs.get(0) == len(s) - 1 or mixed:
+            items = _top_level_split(s[1:-1], ",") or _top_level_split(s[1:-1], ";")
+            if items is not None and len(items) >= 2:
+                return Seq("tuple", [parse_structure(x, max_depth) for x in items], s[0] + s[-1])
+    items = _split_items(s)
+    if items is not None and len(items) >= 2:
+        return Seq("set", [parse_structure(x, max_depth) for x in items])
+    return parse_scalar(s, max_depth)
+
+
+def _endpoint(n) -> float | None:
+    if not isinstance(n, Num) or n.literal is not None or n.percent:
+        return None
+    v = n.value
+    if isinstance(v, Huge):
+        return v.sign * math.inf if math.isinf(v.log10) else None
+    if v.is_const():
+        return float(v.value())
+    z = v.numeric()
+    return z.real if z is not None and abs(z.imag) < 1e-12 else None
+
+
+def _canonical_union(x) -> list | None:
+    """Intervals with numeric endpoints, sorted and merged: [(lo, hi, lo_closed, hi_closed), ...]."""
+    parts = x.items if x.kind == "union" else [x]
+    ivs = []
+    for p in parts:
+        if not (isinstance(p, Seq) and p.kind == "tuple" and len(p.items) == 2 and p.brackets in ("()", "[]", "[)", "(]")):
+            return None
+        lo, hi = _endpoint(p.items[0]), _endpoint(p.items[1])
+        if lo is None or hi is None or lo > hi:
+            return None
+        ivs.append([lo, hi, p.brackets[0] == "[", p.brackets[1] == "]"])
+    ivs.sort(key=lambda t: (t[0], not t[2]))
+    out: list = []
+    for iv in ivs:
+        if out and (iv[0] < out[-1][1] or (iv[0] == out[-1][1] and (iv[2] or out[-1][3]))):
+            last = out[-1]
+            if iv[1] > last[1] or (iv[1] == last[1] and iv[3]):
+                last[1], last[3] = iv[1], iv[3] or (iv[1] == last[1] and last[3])
+        else:
+            out.append(iv)
+    return [tuple(t) for t in out]
+
+
+def _dedupe(items: list) -> list:
+    """Set semantics: drop items equal to an earlier one (undecidable pairs are kept)."""
+    out: list = []
+    for x in items:
+        if not any(structures_equal(x, y) is True for y in out):
+            out.append(x)
+    return out
+
+
+def structures_equal(a, b) -> bool | None:
+    """Compare parsed answers; None when undecidable here."""
+    if isinstance(a, Num) and isinstance(b, Num):
+        return scalars_equal(a, b)
+    if isinstance(a, Seq) and isinstance(b, Seq):
+        if a.kind == "set" and b.kind == "set":
+            a, b = Seq("set", _dedupe(a.items)), Seq("set", _dedupe(b.items))
+            if len(a.items) != len(b.items):
+                return False
+            if any(isinstance(x, Num) and isinstance(x.value, Poly) and "…" in x.value.symbols() for x in a.items + b.items):
+                res = [structures_equal(x, y) for x, y in zip(a.items, b.items)]  # a pattern: order matters
+                return True if all(r is True for r in res) else (False if any(r is False for r in res) else None)
+            used = [False] * len(b.items)
+            for x in a.items:
+                hit = False
+                for j, y in enumerate(b.items):
+                    if not used[j] and structures_equal(x, y):
+                        used[j] = hit = True
+                        break
+                if not hit:
+                    return None if any(structures_equal(x, y) is None for y in b.items) else False
+            return True
+        if a.kind == "union" or b.kind == "union":
+            ca, cb = _canonical_union(a), _canonical_union(b)
+            if ca is None or cb is None:
+                return structures_equal(Seq("set", a.items), Seq("set", b.items)) if a.kind == b.kind == "union" else None
+            return ca == cb
+        if a.kind == b.kind and a.kind in ("tuple", "matrix"):
+            if len(a.items) != len(b.items):
+                return False
+            res = [structures_equal(x, y) for x, y in zip(a.items, b.items)]
+            # "(a, b)" vs "[a, b]" may be a vector vs an interval; "[a, b)" is always an interval
+            interval = {a.brackets, b.brackets} & {"[)", "(]"}
+            if all(r is True for r in res):
+                return True if a.brackets == b.brackets else (False if interval else None)
+            if any(r is False for r in res) and (a.brackets == b.brackets or interval):
+                return False
+            return None
+        if {a.kind, b.kind} == {"set", "tuple"} and len(a.items) == len(b.items) and "::" not in (a.brackets, b.brackets):
+            ordered = [structures_equal(x, y) for x, y in zip(a.items, b.items)]
+            if all(r is False or r is True for r in ordered) and not all(ordered):
+                return False  # "{1, 3}" is not the ordered pair "(3, 1)"
+        return None
+    # scalar vs list: a list of several values never equals one value
+    seq = a if isinstance(a, Seq) else b
+    one = b if isinstance(a, Seq) else a
+    if seq.kind == "set":
+        items = _dedupe(seq.items)
+        if len(items) == 1:  # "15\\frac{39}{40}, or \\frac{639}{40}": one value written twice
+            return structures_equal(items[0], one)
+    if len(seq.items) >= 2 and isinstance(one, Num) and isinstance(one.value, Poly) and one.value.is_const():
+        return False
+    return None
+
+
+# ---------------------------------------------------------------------------- the fast decision
+
+@dataclass
+class Decision:
+    """The outcome of comparing an extracted prediction with a gold answer."""
+
+    equal: bool | None
+    """None: undecided here (send to the slow path)."""
+    rule: str
+    pred_norm: str = ""
+    gold_norm: str = ""
+    detail: str = ""
+
+
+_IN_PREFIX = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s+(?=[(\[]|\\\{|\\mathbb)")
+_PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?%?")
+_REL = re.compile(r"\\le|\\ge|\\ne|<|>")
+
+
+def _split_assignment(s: str) -> tuple[str, str] | None:
+    """``lhs = rhs`` (the last segment of a chain ``a = b = c``) when there is one top-level ``=``."""
+    if "=" not in s or _REL.search(s):
+        return None
+    items = _split_items(s)
+    if items is not None and len(items) >= 2:
+        return None
+    parts = _top_level_split(s, "=")
+    if parts is None or len(parts) < 2:
+        return None
+    return parts[0].strip(), parts[-1].strip()
+
+
+def _simple_lhs(lhs: str) -> bool:
+    return bool(lhs) and not re.search(r"\d", re.sub(r"_\{[^}]*\}|_\w", "", lhs)) and len(lhs) <= 40
+
+
+def _canon(s: str) -> str:
+    return re.sub(r"\s+", "", s)
+
+
+def _is_text_word(s: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z][A-Za-z ]*[A-Za-z]", s)) and s.lower() not in _KEEP_WORDS
+
+
+_REL_SPLIT = re.compile(r"\\le(?![a-z])|\\ge(?![a-z])|\\ne(?![a-z])|<|>|=")
+_FLIP = {">": "<", "\\ge": "\\le"}
+
+
+def _relations(s: str, max_depth: int) -> list[tuple[tuple, str]] | None:
+    """``a < b \\le c`` as canonical (polynomial, op) pairs with op in <, \\le, =, \\ne; None if not parsable."""
+    if _top_level_split(s, ",") or "\\in" in s:
+        return None
+    parts, ops, last = [], [], 0
+    depth = 0
+    for m in _REL_SPLIT.finditer(s):
+        seg = s[last:m.start()]
+        depth += sum(seg.count(c) for c in "({[") - sum(seg.count(c) for c in ")}]")
+        if depth != 0:
+            return None
+        parts.append(s[last:m.start()])
+        ops.append(m.group(0))
+        last = m.end()
+    parts.append(s[last:])
+    if not ops:
+        return None
+    out = []
+    for (lhs, rhs), op in zip(zip(parts, parts[1:]), ops):
+        a, b = parse_scalar(lhs, max_depth), parse_scalar(rhs, max_depth)
+        if not (isinstance(a.value, Poly) and isinstance(b.value, Poly)) or a.percent or b.percent:
+            return None
+        poly = a.value + (-b.value)
+        if op in _FLIP:
+            poly, op = -poly, _FLIP[op]
+        keys = sorted(k for k in poly.terms if k)
+        if not keys:
+            return None  # a relation between constants: let the slow path decide what it means
+        lead = poly.terms[keys[-1]]
+        scale = 1 / (abs(lead) if op in ("<", "\\le") else lead)
+        poly = poly * Poly.const(scale)
+        out.append((tuple(sorted(poly.terms.items())), op))
+    return out
+
+
+def _relations_as_interval(rel: list[tuple[tuple, str]]) -> tuple[Num, Num, bool, bool] | None:
+    """Bounds on one variable (``a < x \\le b``, ``x \\ge 1``) as (lo, hi, lo_closed, hi_closed)."""
+    lo, hi = Num(Huge(-1, math.inf)), Num(Huge(1, math.inf))
+    lo_c = hi_c = False
+    var = None
+    for terms, op in rel:
+        if op not in ("<", "\\le"):
+            return None
+        t = dict(terms)
+        lin = [k for k in t if k]
+        if len(lin) != 1 or len(lin[0]) != 1 or lin[0][0][1] != 1 or (var is not None and lin[0][0][0] != var):
+            return None
+        var = lin[0][0][0]
+        c, k = t[lin[0]], t.get((), Fraction(0))
+        bound = Num(Poly.const(-k / c))
+        if c > 0:  # x + k < 0: an upper bound
+            hi, hi_c = bound, op == "\\le"
+        else:  # -x + k < 0: a lower bound
+            lo, lo_c = bound, op == "\\le"
+    return lo, hi, lo_c, hi_c
+
+
+def _compare_relations(pn: str, gn: str, d: Decision, max_depth: int) -> Decision:
+    """Equations and inequalities: equal up to a (positive, for inequalities) factor; chains as sets."""
+    try:
+        rp = _relations(pn, max_depth)
+        rg = _relations(gn, max_depth)
+    except (Unsupported, Invalid, ValueError, ZeroDivisionError, OverflowError, RecursionError) as e:
+        d.detail = f"{type(e).__name__}: {e}"
+        return d
+    if rp is not None and rg is not None:
+        d.equal, d.rule = set(rp) == set(rg), "fast_relation"
+        return d
+    if (rp is None) != (rg is None):  # an inequality against an interval: x < 3 vs (-\\infty, 3)
+        rel, other = (rp, gn) if rp is not None else (rg, pn)
+        iv = _relations_as_interval(rel)
+        try:
+            st = parse_structure(other, max_depth)
+        except (Unsupported, Invalid, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+            st = None
+        if iv is not None and isinstance(st, Seq) and st.kind == "tuple" and len(st.items) == 2 and st.brackets[0] in "([" and st.brackets[1] in ")]":
+            lo, hi, lo_closed, hi_closed = iv
+            res = [scalars_equal(lo, st.items[0]) if isinstance(st.items[0], Num) else None,
+                   scalars_equal(hi, st.items[1]) if isinstance(st.items[1], Num) else None]
+            if None not in res:
+                d.equal = all(res) and lo_closed == (st.brackets[0] == "[") and hi_closed == (st.brackets[1] == "]")
+                d.rule = "fast_interval"
+                return d
+    pa, ga = _split_assignment(pn), _split_assignment(gn)
+    if ga and not _simple_lhs(ga[0]) and "=" not in pn and not _REL.search(pn):
+        # the gold is an equation such as "2x + z = 1": a bare value does not answer it
+        try:
+            parse_scalar(pn, max_depth)
+            d.equal, d.rule = False, "value_vs_equation"
+        except (Unsupported, Invalid, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+            pass
+        return d
+    if pa and not _REL.search(gn) and "=" not in gn and not _REL.search(pn):
+        # a derivation ending in the value: "\\frac12 = \\frac{10}{9}" -> compare its last member
+        sub = fast_compare(pa[1], gn, max_depth)
+        sub.rule = sub.rule if sub.equal is None else sub.rule + "_last_member"
+        return sub
+    return d
+
+
+# \sum/\prod whose upper bound has a letter, a power, a factorial or 5+ digits: sympy would loop or
+# expand for ever, so such answers are compared textually only.
+_BIG_OP = re.compile(r"\\(?:sum|prod)\s*_\s*(?:\{(?:[^{}]|\{[^{}]*\})*\}|\S)\s*\^\s*(\{(?:[^{}]|\{[^{}]*\})*\}|\S)")
+
+
+def unbounded_operator(s: str) -> bool:
+    """Whether ``s`` holds a sum or product whose bound is symbolic or huge."""
+    if "\\sum" not in s and "\\prod" not in s:
+        return False
+    return any(re.search(r"[A-Za-z^!]|\d{5}", m.group(1)) for m in _BIG_OP.finditer(s))
+
+
+def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
+    """Decide equivalence of two extracted answers without sympy; ``equal=None`` when undecided."""
+    pn, pf = normalize(pred)
+    gn, gf = normalize(gold)
+    d = Decision(None, "undecided", pn, gn)
+    if not pn:
+        d.equal, d.rule = False, "empty"
+        return d
+    if _canon(pn) == _canon(gn):
+        d.equal, d.rule = True, "string"
+        return d
+    if unbounded_operator(pn) or unbounded_operator(gn):
+        d.equal, d.rule, d.detail = False, "unsupported", "a sum/product with a symbolic or huge bound is compared textually only"
+        return d
+    # membership: "x \\in [-2, 7]" is the set itself
+    pn = _IN_PREFIX.sub("", pn)
+    gn = _IN_PREFIX.sub("", gn)
+    # assignments: x = 5 vs 5; (p,q)=(3,2) vs (3,2); S:T = 7:32 vs 7:32
+    pa, ga = _split_assignment(pn), _split_assignment(gn)
+    if pa and ga and _canon(pa[0]) == _canon(ga[0]) and _simple_lhs(pa[0]):
+        pn, gn = pa[1], ga[1]
+    elif pa and not ga and _simple_lhs(pa[0]):
+        pn = pa[1]
+    elif ga and not pa and _simple_lhs(ga[0]):
+        gn = ga[1]
+    elif pa or ga or _REL.search(pn) or _REL.search(gn):
+        return _compare_relations(pn, gn, d, max_depth)
+    d.pred_norm, d.gold_norm = pn, gn
+    if _canon(pn) == _canon(gn):
+        d.equal, d.rule = True, "string"
+        return d
+    # text answers: "Evelyn", "odd", "(C)"
+    if (pf.get("text") or gf.get("text") or pf.get("choice") or gf.get("choice")) and _is_text_word(pn) and _is_text_word(gn):
+        d.equal, d.rule = pn.lower() == gn.lower(), "text"
+        return d
+    if len(pn) >= 3 and len(gn) >= 3 and _is_text_word(pn) and _is_text_word(gn) and " " in pn + gn:
+        d.equal, d.rule = pn.lower() == gn.lower(), "text"
+        return d
+    try:
+        a = parse_structure(pn, max_depth)
+        b = parse_structure(gn, max_depth)
+    except Invalid as e:
+        d.equal, d.rule, d.detail = False, "invalid", str(e)
+        return d
+    except (Unsupported, ValueError, ZeroDivisionError, OverflowError, RecursionError) as e:
+        d.detail = f"{type(e).__name__}: {e}"
+        if "a word" in str(e) and (_PLAIN_NUMBER.fullmatch(pn) or _PLAIN_NUMBER.fullmatch(gn)):
+            d.equal, d.rule = False, "text_vs_number"  # "AZYUK2A" or "answer" is not 2
+        return d
+    eq = structures_equal(a, b)
+    if eq is None:
+        d.detail = "values not comparable here"
+        return d
+    d.equal = eq
+    d.rule = _rule_name(a, b)
+    return d
+
+
+def _rule_name(a, b) -> str:
+    if isinstance(a, Seq) or isinstance(b, Seq):
+        return "fast_list"
+    for x in (a, b):
+        if isinstance(x.value, Huge) or x.literal is not None:
+            return "fast_magnitude"
+    if a.percent or b.percent:
+        return "fast_percent"
+    va, vb = a.value, b.value
+    if not (va.is_const() and vb.is_const()):
+        return "fast_poly"
+    if va.value().denominator == 1 and vb.value().denominator == 1:
+        return "fast_int"
+    return "fast_fraction"
+

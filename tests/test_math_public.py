@@ -1,0 +1,90 @@
+"""The public math-equivalence corpus (../shared/bench/math_equiv_public.jsonl): agreement, hacking, deadlines.
+
+Skipped when the corpus is absent. Contracts from the issue: >= 97% agreement with the labels, no
+false positive in ``reward_hacking``, and every ``adversarial_hang`` case answered within the deadline
+plus 0.5 s, from the main thread and from a worker thread (the only timed asserts in the suite: they
+are the contract, not a performance figure).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from conftest import shared_dir
+from rewardlab.rewards import math_reward, score_batch
+from rewardlab.rewards.pool import get_pool
+
+_SHARED = shared_dir()
+CORPUS = _SHARED / "bench" / "math_equiv_public.jsonl" if _SHARED else None
+pytestmark = pytest.mark.skipif(CORPUS is None or not CORPUS.is_file(), reason="public corpus not present")
+DEADLINE = 1.0
+MARGIN = 0.5
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return [json.loads(line) for line in CORPUS.open(encoding="utf-8") if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def results(rows) -> list:
+    return score_batch(math_reward, [r["pred"] for r in rows], [r["gold"] for r in rows], deadline=DEADLINE)
+
+
+def test_agreement_at_least_97_percent(rows, results) -> None:
+    wrong = [(r["id"], r["equal"], res.info.get("rule")) for r, res in zip(rows, results) if (res.score == 1.0) != r["equal"]]
+    agreement = 1 - len(wrong) / len(rows)
+    assert agreement >= 0.97, f"agreement {agreement:.3f}; disagreements: {wrong}"
+
+
+def test_no_false_positive_on_reward_hacking(rows, results) -> None:
+    hacks = [(r, res) for r, res in zip(rows, results) if r["category"] == "reward_hacking"]
+    assert hacks
+    paid = [r["id"] for r, res in hacks if res.score and res.score > 0]
+    assert not paid, f"paid reward-hacking outputs: {paid}"
+
+
+def test_every_result_has_a_status(results) -> None:
+    assert all(isinstance(r.info.get("status"), str) for r in results)
+
+
+def _timed(rows: list[dict]) -> list[tuple[str, float, str]]:
+    out = []
+    for r in rows:
+        t = time.monotonic()
+        res = math_reward(r["pred"], r["gold"])
+        out.append((r.get("id", r["pred"][:30]), time.monotonic() - t, res.info["status"]))
+    return out
+
+
+# Inputs that do reach sympy and make it run past the deadline (the worker is killed), in addition to
+# the corpus's adversarial rows (most of which the fast path now decides without sympy).
+HANGS = [
+    {"pred": "$\\boxed{\\prod_{k=1}^{9999} k^k}$", "gold": "1"},
+    {"pred": "$\\boxed{\\int_0^1 x^{x^{x^{x^x}}} dx}$", "gold": "1"},
+]
+
+
+def test_sympy_hangs_are_cut_at_the_deadline() -> None:
+    get_pool().warmup()
+    for row in HANGS:
+        res = math_reward(row["pred"], row["gold"])
+        assert res.info["status"] == "timeout" and res.score == 0.0
+
+
+def test_adversarial_cases_meet_the_deadline_in_main_thread_and_worker_thread(rows) -> None:
+    adv = [r for r in rows if r["category"] == "adversarial_hang"] + HANGS
+    assert adv
+    get_pool().warmup()  # the first start imports sympy; the contract is about hostile inputs
+    main = _timed(adv)
+    box: list = []
+    t = threading.Thread(target=lambda: box.extend(_timed(adv)))
+    t.start()
+    t.join(timeout=len(adv) * (DEADLINE + MARGIN) + 30)
+    assert len(box) == len(adv), "worker-thread scoring did not finish"
+    slow = [(i, round(dt, 3), st) for i, dt, st in main + box if dt > DEADLINE + MARGIN]
+    assert not slow, f"over deadline + margin: {slow}"

@@ -1,0 +1,176 @@
+"""The batch API and its worker pool: order, deadlines, errors, pickling once, isolation, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from rewardlab.rewards.base import RewardResult
+from rewardlab.rewards.pool import WorkerPool, ascore_batch, get_pool, score_batch
+
+
+def echo_reward(completion, reference, **meta) -> RewardResult:
+    """Score 1 when completion == reference; reports the worker pid and meta."""
+    return RewardResult(float(completion == reference), {"status": "ok", "pid": os.getpid(), "meta": meta})
+
+
+def sleepy_reward(completion, reference, **meta) -> RewardResult:
+    """Sleeps ``completion`` seconds (a stand-in for a pathological input)."""
+    time.sleep(float(completion))
+    return RewardResult(1.0, {"status": "ok"})
+
+
+def raising_reward(completion, reference, **meta) -> RewardResult:
+    if completion == "boom":
+        raise ValueError("kaboom")
+    return RewardResult(1.0, {"status": "ok"})
+
+
+def plain_float_reward(completion, reference, **meta) -> float:
+    return 0.5
+
+
+class CountingReward:
+    """Counts its unpickles in the worker, to check that the reward crosses once per worker."""
+
+    name = "counting"
+    loads = 0
+
+    def __init__(self) -> None:
+        self.tag = "x"  # non-empty state, so unpickling calls __setstate__
+
+    def __setstate__(self, state) -> None:
+        type(self).loads += 1
+        self.__dict__.update(state)
+
+    def __call__(self, completion, reference, **meta) -> RewardResult:
+        return RewardResult(float(type(self).loads), {"status": "ok", "pid": os.getpid()})
+
+
+class ThreadReward:
+    isolated = True
+    name = "threaded"
+
+    def __call__(self, completion, reference, **meta) -> RewardResult:
+        return RewardResult(1.0, {"status": "ok", "pid": os.getpid()})
+
+
+def test_results_in_input_order_and_meta_passed() -> None:
+    comps = [str(i) for i in range(40)]
+    refs = [str(i) if i % 3 else "x" for i in range(40)]
+    metas = [{"i": i} for i in range(40)]
+    out = score_batch(echo_reward, comps, refs, metas, deadline=5.0)
+    assert [r.score for r in out] == [0.0 if i % 3 == 0 else 1.0 for i in range(40)]
+    assert [r.info["meta"]["i"] for r in out] == list(range(40))
+    assert all(r.info["pid"] != os.getpid() for r in out)
+
+
+def test_timeout_kills_and_replaces_the_worker() -> None:
+    pool = get_pool()
+    pool.warmup()
+    t = time.monotonic()
+    out = score_batch(sleepy_reward, ["30", "0", "30", "0"], ["", "", "", ""], deadline=0.5)
+    took = time.monotonic() - t
+    assert [r.info["status"] for r in out] == ["timeout", "ok", "timeout", "ok"]
+    assert out[0].score == 0.0 and out[0].info["deadline_s"] == 0.5
+    assert took < 20  # nothing waited for the 30 s sleeps
+    assert score_batch(echo_reward, ["a"], ["a"])[0].score == 1.0  # the pool still works
+
+
+def test_exceptions_become_error_results() -> None:
+    out = score_batch(raising_reward, ["ok", "boom", "ok"], ["", "", ""])
+    assert [r.info["status"] for r in out] == ["ok", "error", "ok"]
+    assert "kaboom" in out[1].info["error"]
+
+
+def test_plain_float_return_is_wrapped() -> None:
+    out = score_batch(plain_float_reward, ["a", "b"], ["a", "b"])
+    assert [r.score for r in out] == [0.5, 0.5] and out[0].info["status"] == "ok"
+
+
+def test_reward_is_unpickled_once_per_worker() -> None:
+    pool = WorkerPool(max_workers=1)
+    try:
+        scores = []
+        for c in "abcdef":
+            status, value = pool.call(CountingReward(), (c, c), deadline=5.0, key="fixed", payload=__import__("pickle").dumps(CountingReward()))
+            assert status == "ok"
+            scores.append(value.score)
+        assert scores == [1.0] * 6
+    finally:
+        pool.shutdown()
+
+
+def test_isolated_rewards_run_in_threads_here() -> None:
+    out = score_batch(ThreadReward(), ["a", "b", "c"], ["", "", ""])
+    assert all(r.info["pid"] == os.getpid() for r in out)
+
+
+def test_length_mismatch_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        score_batch(echo_reward, ["a"], ["a", "b"])
+
+
+def test_unpicklable_reward_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="cannot be pickled"):
+        score_batch(lambda c, r: RewardResult(1.0), ["a"], ["a"])
+
+
+def test_ascore_batch() -> None:
+    out = asyncio.run(ascore_batch(echo_reward, ["a", "b"], ["a", "c"]))
+    assert [r.score for r in out] == [1.0, 0.0]
+
+
+def test_worker_pool_shutdown_leaves_no_processes() -> None:
+    pool = WorkerPool(max_workers=2)
+    pool.warmup()
+    pids = pool.pids()
+    assert len(pids) == 2
+    pool.shutdown()
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+def test_script_without_main_guard_is_not_rerun_and_exits_cleanly(tmp_path) -> None:
+    """A trainer script with no __main__ guard: workers must not re-run it, and exit must not hang."""
+    marker = tmp_path / "runs.txt"
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f"""
+        from rewardlab.rewards import math_reward, score_batch
+        open({str(marker)!r}, "a").write("run\\n")
+        out = score_batch(math_reward, ["\\\\boxed{{\\\\sin(\\\\pi/6)}}", "\\\\boxed{{2}}"], ["\\\\frac12", "3"])
+        print([r.score for r in out])
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[1.0, 0.0]"
+    assert marker.read_text() == "run\n"
+
+
+def test_forked_child_gets_its_own_pool() -> None:
+    """A fork-started child (DataLoader-style) must not reuse the parent's worker pipes."""
+    import multiprocessing as mp
+
+    from rewardlab.rewards import math_reward
+
+    get_pool().warmup(1)
+    parent_pool = get_pool()
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child() -> None:
+        r = math_reward("$\\boxed{\\sin(\\pi/6)}$", "\\frac12")
+        q.put((r.score, get_pool() is not parent_pool))
+
+    p = ctx.Process(target=child)
+    p.start()
+    score, fresh = q.get(timeout=120)
+    p.join(timeout=30)
+    assert score == 1.0 and fresh
+    assert math_reward("$\\boxed{\\sin(\\pi/6)}$", "\\frac12").score == 1.0  # the parent's pool still works
