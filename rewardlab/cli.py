@@ -74,6 +74,13 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=args, prog_name="rewardlab", standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except click.UsageError as e:
+        if isinstance(e, click.exceptions.NoArgsIsHelpError) or _debug:
+            e.show()  # a bare group prints its help; --debug keeps click's full usage block
+        else:
+            where = e.ctx.command_path if e.ctx is not None else "rewardlab"
+            click.echo(f"error: {e.format_message()} (see '{where} --help')", err=True)
+        sys.exit(e.exit_code)
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)

@@ -424,3 +424,21 @@ def test_cli_bad_input_is_one_line(args, message) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("content, args, message", [
+    (b'{"completion": "x"\n', [], "rows.jsonl:1: not valid JSON"),
+    (b'{"completion": "x", "gold": "1"}\n[1]\n', [], "rows.jsonl:2: each row needs"),
+    (b"\xff\xfe\n", [], "not UTF-8 text"),
+    (b'{"completion": "x", "gold": "1"}\n', ["--deadline", "soon"], "Invalid value for '--deadline'"),
+])
+def test_cli_bad_file_is_one_line(tmp_path, capsys, content, args, message) -> None:
+    from rewardlab.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_bytes(content)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reward", "math", "--file", str(rows), *args])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2
+    assert err.startswith("error: ") and message in err and "\n" not in err

@@ -36,6 +36,11 @@ def plain_float_reward(completion, reference, **meta) -> float:
     return 0.5
 
 
+def trl_style_reward(completion, reference, **meta):
+    """Returns what TRL-style functions return: a bool, None (not gradable) or, wrongly, a string."""
+    return {"yes": True, "skip": None}.get(completion, "oops")
+
+
 class CountingReward:
     """Counts its unpickles in the worker, to check that the reward crosses once per worker."""
 
@@ -174,3 +179,20 @@ def test_forked_child_gets_its_own_pool() -> None:
     p.join(timeout=30)
     assert score == 1.0 and fresh
     assert math_reward("$\\boxed{\\sin(\\pi/6)}$", "\\frac12").score == 1.0  # the parent's pool still works
+
+
+def test_bare_returns_are_read_the_same_everywhere() -> None:
+    """pool, Combined and the adapters share one reading of bool / None / junk returns."""
+    from rewardlab.adapters._common import safe_call
+    from rewardlab.rewards.combine import Combined
+
+    def summary(rs):
+        return [(r.score, r.info["status"]) for r in rs]
+
+    items = ["yes", "skip", "junk"]
+    pooled = summary(score_batch(trl_style_reward, items, ["", "", ""]))
+    assert pooled == [(1.0, "ok"), (None, "no_score"), (0.0, "error")]  # the pool pays 0 on errors
+    adapted = summary(safe_call(trl_style_reward, c, "", {}) for c in items)
+    assert adapted == [(1.0, "ok"), (None, "no_score"), (None, "error")]  # adapters report None
+    combined = Combined({"t": trl_style_reward})
+    assert [combined(x, "").info["component_info"]["t"]["status"] for x in items] == ["ok", "no_score", "error"]

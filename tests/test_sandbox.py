@@ -309,17 +309,13 @@ def _world_readable_copy(dest: Path) -> None:
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
 
 
-def test_attack_harness_auto_tier():
-    """../shared/bench/sandbox_attacks: every attack contained, every control right (auto tier)."""
-    if os.geteuid() != 0:
-        pytest.skip("the attack harness runs its caller as another user: needs root")
-    if not HARNESS.is_file():
-        pytest.skip(f"attack harness not found at {HARNESS}")
+def _run_attack_harness(executor: str) -> None:
+    """Run ../shared/bench/sandbox_attacks against ``executor``: every case must pass."""
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else os.path.realpath(sys.executable)
     with tempfile.TemporaryDirectory(prefix="rewardlab-harness-") as d:
         os.chmod(d, 0o755)
         _world_readable_copy(Path(d) / "pkg")
-        cmd = [sys.executable, str(HARNESS), "--executor", "rewardlab.sandbox:attack_executor",
+        cmd = [sys.executable, str(HARNESS), "--executor", executor,
                "--executor-path", str(Path(d) / "pkg"), "--runner-user", "nobody", "--runner-python", python,
                "--timeout", "3"]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=d)
@@ -330,6 +326,15 @@ def test_attack_harness_auto_tier():
     assert (int(m.group(1)), int(m.group(2))) == (cases, 0), out[-3000:]
 
 
+def test_attack_harness_auto_tier():
+    """../shared/bench/sandbox_attacks: every attack contained, every control right (auto tier)."""
+    if os.geteuid() != 0:
+        pytest.skip("the attack harness runs its caller as another user: needs root")
+    if not HARNESS.is_file():
+        pytest.skip(f"attack harness not found at {HARNESS}")
+    _run_attack_harness("rewardlab.sandbox:attack_executor")
+
+
 @pytest.mark.slow
 def test_attack_harness_tier_b():
     """The same harness with tier B forced (no namespaces): run with -m slow."""
@@ -337,13 +342,4 @@ def test_attack_harness_tier_b():
         pytest.skip("needs root and the attack harness")
     if not _tier_available("B"):
         pytest.skip("tier B is not available on this machine")
-    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else os.path.realpath(sys.executable)
-    with tempfile.TemporaryDirectory(prefix="rewardlab-harness-") as d:
-        os.chmod(d, 0o755)
-        _world_readable_copy(Path(d) / "pkg")
-        cmd = [sys.executable, str(HARNESS), "--executor", "rewardlab.sandbox:attack_executor_tier_b",
-               "--executor-path", str(Path(d) / "pkg"), "--runner-user", "nobody", "--runner-python", python,
-               "--timeout", "3"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=d)
-    m = re.search(r"^(\d+) passed, (\d+) failed", r.stdout, re.M)
-    assert m and int(m.group(2)) == 0, (r.stdout + r.stderr)[-3000:]
+    _run_attack_harness("rewardlab.sandbox:attack_executor_tier_b")

@@ -40,3 +40,18 @@ def test_run_stdio_and_usage_errors(tmp_path):
     assert missing.returncode == 2 and missing.stderr.startswith("error: ")
     nofile = cli("run", "nope.py", "--expected", "out.txt", cwd=tmp_path)
     assert nofile.returncode == 2 and "no such file" in nofile.stderr
+
+
+def test_run_bad_inputs_are_one_line_errors(tmp_path):
+    (tmp_path / "sol.py").write_text("def add(a, b):\n    return a + b\n")
+    (tmp_path / "check.py").write_text("def check(candidate):\n    assert candidate(2, 3) == 5\n")
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\n")
+    base = ("--tests", "check.py", "--entry-point", "add")
+    for args, message in [(("latin1.py", *base), "not UTF-8 text"),
+                          (("sol.py", *base, "--memory-mb", "0"), "--memory-mb must be positive"),
+                          (("sol.py", *base, "--timeout", "0"), "timeout must be positive"),
+                          (("sol.py", *base, "--tier", "Z"), "unknown sandbox tier"),
+                          (("sol.py", *base, "--timeout", "soon"), "Invalid value for '--timeout'")]:
+        r = cli("run", *args, cwd=tmp_path)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert r.stderr.startswith("error: ") and message in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr

@@ -150,18 +150,25 @@ def test_1000_requests_from_50_concurrent_clients(live):
     assert all(got == want for _, got, want in results)  # every answer matches its own request
 
 
-def test_serve_command_builds_rewards():
+def test_reward_specs_build_rewards():
+    """``rewardlab serve --reward`` and OpenRLHF's ``REWARDLAB_REWARD`` share one spec parser."""
     from click.testing import CliRunner
 
-    from rewardlab.commands.serve import build_reward, serve
+    from rewardlab.adapters.openrlhf import parse_reward_spec
+    from rewardlab.commands.serve import serve
     from rewardlab.errors import RewardlabError
+    from rewardlab.rewards.combine import RewardSpecError, reward_from_specs
 
-    assert build_reward(("one_answer",)).name == "one_answer"
-    combined = build_reward(("one_answer", "format=0.1"))
+    assert reward_from_specs(["one_answer"]).name == "one_answer"
+    combined = reward_from_specs(["one_answer", "format=0.1"])
     assert isinstance(combined, Combined) and combined.weights == {"one_answer": 1.0, "format": 0.1}
-    for bad in [("no_such_reward",), ("format=heavy",), ("=1",), ("format", "format=2")]:
-        with pytest.raises(RewardlabError):
-            build_reward(bad)
+    assert parse_reward_spec("one_answer, format=0.1").weights == combined.weights
+    assert reward_from_specs(["rewardlab.rewards.code.code_reward=0.5"]).names == ["code_reward"]
+    with pytest.raises(RewardlabError, match="unknown reward"):
+        reward_from_specs(["no_such_reward"])
+    for bad in [["format=heavy"], ["=1"], ["format", "format=2"], ["format=inf"], []]:
+        with pytest.raises(RewardSpecError):
+            reward_from_specs(bad)
     result = CliRunner().invoke(serve, ["--help"])
     assert result.exit_code == 0 and "--reward" in result.output
 
@@ -174,6 +181,25 @@ def test_serve_unknown_reward_is_a_one_line_error(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown reward 'no_such_reward'") and "\n" not in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--port", "70000"], "Invalid value for '--port'"),
+    (["--workers", "0"], "Invalid value for '--workers'"),
+    (["--port", "BUSY"], "cannot listen on 127.0.0.1:"),
+])
+def test_serve_bad_options_are_one_line_errors(capsys, args, message):
+    from rewardlab.cli import main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        args = [str(busy.getsockname()[1]) if a == "BUSY" else a for a in args]
+        with pytest.raises(SystemExit) as exit_info:
+            main(["serve", "--reward", "one_answer", *args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
 
 
 def test_rewardlab_serve_command_end_to_end(tmp_path):

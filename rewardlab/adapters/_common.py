@@ -11,13 +11,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rewardlab.rewards.base import RewardResult, get_reward
+from rewardlab.rewards.base import RewardResult, as_result, get_reward
 
 log = logging.getLogger("rewardlab.adapters")
 
 RewardLike = Callable[..., RewardResult] | str
-
-_warned_no_pool = False
 
 
 def resolve(reward: RewardLike) -> Callable[..., RewardResult]:
@@ -104,16 +102,10 @@ def _plain(x: Any) -> Any:
 def safe_call(reward: Callable[..., RewardResult], completion: str, reference: Any, meta: dict[str, Any]) -> RewardResult:
     """Call a reward; an exception or a malformed return becomes ``RewardResult(None, status="error")``."""
     try:
-        res = reward(completion, reference, **meta)
+        return as_result(reward(completion, reference, **meta))
     except Exception as e:  # noqa: BLE001 - a reward bug must never stop a training run
-        log.warning("reward %s raised %s: %s", _name(reward), type(e).__name__, e)
+        log.warning("reward %s failed: %s: %s", _name(reward), type(e).__name__, e)
         return RewardResult(None, {"status": "error", "error": f"{type(e).__name__}: {e}"})
-    if isinstance(res, RewardResult):
-        return res
-    if res is None or isinstance(res, (int, float)):
-        return RewardResult(None if res is None else float(res), {"status": "ok" if res is not None else "no_score"})
-    log.warning("reward %s returned %s, not a RewardResult", _name(reward), type(res).__name__)
-    return RewardResult(None, {"status": "error", "error": f"reward returned {type(res).__name__}"})
 
 
 def score_many(
@@ -133,15 +125,8 @@ def score_many(
     one after another in this process.
     """
     if pool and len(completions) > 0:
-        try:
-            from rewardlab.rewards.pool import score_batch
-        except ImportError as e:
-            global _warned_no_pool
-            if not _warned_no_pool:
-                _warned_no_pool = True
-                log.warning("rewardlab.rewards.pool is unavailable (%s); scoring in this process", e)
-            pool = False
-    if pool and len(completions) > 0:
+        from rewardlab.rewards.pool import score_batch
+
         try:
             results = score_batch(reward, list(completions), list(references), list(metas), deadline=deadline, workers=workers)
             return [_error_to_none(r) for r in results]
@@ -151,10 +136,8 @@ def score_many(
     return [safe_call(reward, c, r, m) for c, r, m in zip(completions, references, metas, strict=True)]
 
 
-def _error_to_none(r: Any) -> RewardResult:
+def _error_to_none(r: RewardResult) -> RewardResult:
     """The pool reports a raising reward as score 0.0 / status "error"; adapters report ``None``."""
-    if not isinstance(r, RewardResult):
-        return RewardResult(None, {"status": "error", "error": f"pool returned {type(r).__name__}"})
     if r.info.get("status") == "error" and r.score is not None:
         log.warning("reward failed in a worker: %s", r.info.get("error", "unknown error"))
         return RewardResult(None, {**r.info, "pool_score": r.score})

@@ -66,24 +66,13 @@ def strip_prompt(query: str, prompt: str) -> str:
 
 
 def parse_reward_spec(spec: str) -> RewardLike:
-    """``"math"`` -> the math reward; ``"math,one_answer=0.1"`` -> a weighted ``Combined``."""
-    parts = [p.strip() for p in spec.split(",") if p.strip()]
-    if not parts:
-        raise ValueError("empty reward spec")
-    if len(parts) == 1 and "=" not in parts[0]:
-        return parts[0]
-    from rewardlab.rewards.combine import Combined
+    """``"math"`` -> the math reward; ``"math,one_answer=0.1"`` -> a weighted ``Combined``.
 
-    components: dict[str, tuple[str, float]] = {}
-    for p in parts:
-        name, _, weight = p.partition("=")
-        name = name.strip()
-        try:
-            w = float(weight) if weight else 1.0
-        except ValueError:
-            raise ValueError(f"bad weight in reward spec {p!r}; use NAME=WEIGHT, e.g. one_answer=0.1") from None
-        components[name.rsplit(".", 1)[-1]] = (name, w)
-    return Combined(components)
+    Bad specs raise ``ValueError`` (see :func:`rewardlab.rewards.combine.reward_from_specs`).
+    """
+    from rewardlab.rewards.combine import reward_from_specs
+
+    return reward_from_specs(p for p in spec.split(",") if p.strip())
 
 
 def score_queries(

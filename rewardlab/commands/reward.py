@@ -5,8 +5,8 @@
 
 Without ``--json`` it prints one line per row: the score, the status and the reward's explanation
 (extracted answer, gold, deciding rule). With ``--json`` it prints one JSON object per row.
-``--file`` rows are scored through :func:`rewardlab.rewards.pool.score_batch` (parallel, per-item
-deadline); a single ``--completion`` is scored by calling the reward directly.
+Rows are scored through :func:`rewardlab.rewards.pool.score_batch` (parallel, per-item
+``--deadline``), exactly as the trainer scores them.
 """
 
 from __future__ import annotations
@@ -24,21 +24,24 @@ def _read_rows(path: str) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise RewardlabError(f"--file {path}: no such file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RewardlabError(f"--file {path}: not UTF-8 text") from None
     rows = []
-    with p.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RewardlabError(f"{path}:{n}: not valid JSON ({e.msg})") from None
-            if not isinstance(row, dict) or "completion" not in row or not ({"gold", "reference"} & row.keys()):
-                raise RewardlabError(f"{path}:{n}: each row needs 'completion' and 'gold' (or 'reference') fields")
-            meta = row.get("meta") or {}
-            if not isinstance(meta, dict):
-                raise RewardlabError(f"{path}:{n}: 'meta' must be an object")
-            rows.append({"completion": row["completion"], "gold": row.get("gold", row.get("reference")), "meta": meta})
+    for n, line in enumerate(text.split("\n"), 1):  # not splitlines(): JSON strings may hold U+2028
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RewardlabError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict) or "completion" not in row or not ({"gold", "reference"} & row.keys()):
+            raise RewardlabError(f"{path}:{n}: each row needs 'completion' and 'gold' (or 'reference') fields")
+        meta = row.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise RewardlabError(f"{path}:{n}: 'meta' must be an object")
+        rows.append({"completion": row["completion"], "gold": row.get("gold", row.get("reference")), "meta": meta})
     if not rows:
         raise RewardlabError(f"{path}: no rows")
     return rows
@@ -57,7 +60,7 @@ def _explain(info: dict[str, Any]) -> str:
 @click.option("--gold", "-g", help="The reference answer (a bare answer, a GSM8K solution, a MATH solution).")
 @click.option("--file", "file_", type=click.Path(dir_okay=False), help="JSONL rows with completion/gold (and optional meta).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per row.")
-@click.option("--deadline", type=float, default=1.0, show_default=True, help="Per-item deadline in seconds (--file).")
+@click.option("--deadline", type=float, default=1.0, show_default=True, help="Per-item deadline in seconds.")
 def reward(name: str, completion: str | None, gold: str | None, file_: str | None, as_json: bool, deadline: float) -> None:
     """Score completions with reward NAME (math, code, format, ... or a dotted path) and explain each score."""
     from rewardlab.rewards import get_reward
@@ -75,13 +78,8 @@ def reward(name: str, completion: str | None, gold: str | None, file_: str | Non
     if deadline <= 0:
         raise RewardlabError("--deadline must be positive")
 
-    if len(rows) == 1:
-        from rewardlab.rewards.pool import _call_safely
-
-        results = [_call_safely(fn, rows[0]["completion"], rows[0]["gold"], rows[0]["meta"])]
-    else:
-        results = score_batch(fn, [r["completion"] for r in rows], [r["gold"] for r in rows],
-                              [r["meta"] for r in rows], deadline=deadline)
+    results = score_batch(fn, [r["completion"] for r in rows], [r["gold"] for r in rows],
+                          [r["meta"] for r in rows], deadline=deadline)
     for i, res in enumerate(results):
         if as_json:
             click.echo(json.dumps({"row": i, "score": res.score, "info": res.info}, default=str))

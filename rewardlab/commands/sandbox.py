@@ -25,7 +25,10 @@ def _read(path: str | None, what: str) -> str | None:
     p = Path(path)
     if not p.is_file():
         raise RewardlabError(f"{what} {path}: no such file")
-    return p.read_text(encoding="utf-8")
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RewardlabError(f"{what} {path}: not UTF-8 text") from None
 
 
 @click.group("sandbox")
@@ -66,6 +69,8 @@ def run(file: str, tests_file: str | None, entry_point: str | None, prompt_file:
     """Run FILE against --tests/--entry-point or --stdin/--expected."""
     from rewardlab.sandbox import Limits, get_pool
 
+    if memory_mb <= 0:
+        raise RewardlabError("--memory-mb must be positive")
     solution = _read(file, "FILE")
     tests = _read(tests_file, "--tests")
     expected = _read(expected_file, "--expected")
@@ -78,7 +83,8 @@ def run(file: str, tests_file: str | None, entry_point: str | None, prompt_file:
         click.echo(json.dumps({"passed": r.passed, "status": r.status, "details": r.details}))
     else:
         d = r.details
-        counts = f", {d.get('tests_passed', 0)}/{d.get('tests_total', 0)} asserts" if expected is None else ""
+        unit = "asserts" if partial else "check() runs"  # without --partial, check() stops at its first failure
+        counts = f", {d.get('tests_passed', 0)}/{d.get('tests_total', 0)} {unit}" if expected is None else ""
         click.echo(f"{r.status} (tier {d.get('tier')}, {1000 * d.get('wall', 0):.0f} ms{counts})")
         if d.get("error"):
             click.echo(f"  {d['error']}")

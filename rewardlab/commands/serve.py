@@ -3,40 +3,36 @@
     rewardlab serve --port 5000 --reward math
     rewardlab serve --port 5000 --reward math --reward one_answer=0.1 --deadline 5
 
-then train with OpenRLHF's ``--remote_rm_url http://HOST:5000/get_reward``. See
-:mod:`rewardlab.server` for the protocol.
+then train with OpenRLHF's ``--remote_rm_url http://HOST:5000/get_reward`` (bind ``--host 0.0.0.0``
+when the trainer runs on another machine; ``--port 0`` picks a free port and prints it). See
+:mod:`rewardlab.server` for the protocol. Bad specs, a busy port or an unknown host are one-line errors.
 """
 
 from __future__ import annotations
+
+import socket
 
 import click
 
 from rewardlab.errors import RewardlabError
 
 
-def build_reward(specs: tuple[str, ...]):
-    """One ``--reward`` is that reward; several (``NAME`` or ``NAME=WEIGHT``) are a weighted sum."""
-    from rewardlab.rewards.base import get_reward
-    from rewardlab.rewards.combine import Combined
-
-    parsed: list[tuple[str, float]] = []
-    for spec in specs:
-        name, sep, weight = spec.partition("=")
-        name = name.strip()
-        if not name:
-            raise RewardlabError(f"--reward {spec!r}: expected NAME or NAME=WEIGHT")
-        try:
-            w = float(weight) if sep else 1.0
-        except ValueError:
-            raise RewardlabError(f"--reward {spec!r}: weight {weight!r} is not a number") from None
-        get_reward(name)  # fail now, with the list of known names, not on the first request
-        parsed.append((name, w))
-    if len(parsed) == 1 and parsed[0][1] == 1.0:
-        return get_reward(parsed[0][0])
-    keys = [n.replace(":", ".").rsplit(".", 1)[-1] for n, _ in parsed]
-    if len(set(keys)) != len(keys):
-        raise RewardlabError("--reward: the same reward is named twice")
-    return Combined({k: (n, w) for k, (n, w) in zip(keys, parsed)})
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``; an unknown host or a busy port is a one-line error."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as e:
+        raise RewardlabError(f"--host {host}: cannot resolve it ({e.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise RewardlabError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    return sock
 
 
 @click.command("serve")
@@ -51,9 +47,11 @@ def build_reward(specs: tuple[str, ...]):
     help="Reward name or dotted path, optionally NAME=WEIGHT; repeat for a weighted sum.",
 )
 @click.option("--deadline", default=10.0, show_default=True, type=float, help="Seconds allowed per sample.")
-@click.option("--workers", default=None, type=int, help="Scoring worker processes (default: the pool's choice).")
+@click.option("--workers", default=None, type=click.IntRange(min=1),
+              help="Scoring worker processes (default: the pool's choice).")
 @click.option("--no-pool", is_flag=True, help="Score in the server process instead of the worker pool.")
-@click.option("--max-batch", default=65536, show_default=True, type=int, help="Largest batch accepted per request.")
+@click.option("--max-batch", default=65536, show_default=True, type=click.IntRange(min=1),
+              help="Largest batch accepted per request.")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(
     host: str,
@@ -69,11 +67,15 @@ def serve(
     import uvicorn
 
     from rewardlab.rewards.base import reward_name
+    from rewardlab.rewards.combine import reward_from_specs
     from rewardlab.server import create_app
 
     if deadline <= 0:
         raise RewardlabError("--deadline must be positive")
-    reward = build_reward(rewards)
+    reward = reward_from_specs(rewards)
     app = create_app(reward, pool=not no_pool, deadline=deadline, workers=workers, max_batch=max_batch)
+    sock = listen(host, port)
+    port = sock.getsockname()[1]  # the real port when --port 0 asked for a free one
     click.echo(f"rewardlab serve: reward {reward_name(reward)!r} on http://{host}:{port}/get_reward", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
+    config = uvicorn.Config(app, log_level=log_level, access_log=log_level == "debug")
+    uvicorn.Server(config).run(sockets=[sock])

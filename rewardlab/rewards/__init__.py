@@ -1,18 +1,28 @@
 """Verifiable rewards: pure functions ``reward(completion, reference, **meta) -> RewardResult``.
 
-See :mod:`rewardlab.rewards.base` for the contract.
+    from rewardlab.rewards import math_reward, code_reward, Combined, ThinkAnswerFormat, score_batch
+    math_reward("so $\\boxed{3/4}$", "0.75").score                     # 1.0
+    total = Combined({"math": (math_reward, 1.0), "format": (ThinkAnswerFormat(), 0.1)})
+    score_batch(total, completions, references, deadline=1.0)         # parallel, input order
+
+Everything public is here: the contract (``RewardResult``, ``as_result``, ``register``,
+``get_reward``, ``registered_rewards``, ``reward_name``), the graders (``math_reward`` /
+``MathReward`` / ``ExtractionPolicy``, ``code_reward`` / ``extract_code``), shaping rewards
+(``ThinkAnswerFormat``, ``OneAnswer``, ``RegexReward``, ``Overlong``, ``CosineLength``,
+``RepetitionPenalty``), composition (``Combined``, ``reward_metrics``) and batch scoring
+(``score_batch``, ``ascore_batch``). See :mod:`rewardlab.rewards.base` for the contract.
 """
 
-from rewardlab.rewards.base import RewardResult, get_reward, register, registered_rewards, reward_name
+from rewardlab.rewards.base import RewardResult, as_result, get_reward, register, registered_rewards, reward_name
 from rewardlab.rewards.code import code_reward, extract_code
 from rewardlab.rewards.combine import Combined, reward_metrics
 from rewardlab.rewards.format import OneAnswer, RegexReward, ThinkAnswerFormat
 from rewardlab.rewards.length import CosineLength, Overlong, RepetitionPenalty
 from rewardlab.rewards.math import ExtractionPolicy, MathReward, math_reward
-from rewardlab.rewards.pool import score_batch
+from rewardlab.rewards.pool import ascore_batch, score_batch
 
-__all__ = ["RewardResult", "get_reward", "register", "registered_rewards", "reward_name",
+__all__ = ["RewardResult", "as_result", "get_reward", "register", "registered_rewards", "reward_name",
            "code_reward", "extract_code",
            "Combined", "reward_metrics", "OneAnswer", "RegexReward", "ThinkAnswerFormat",
            "CosineLength", "Overlong", "RepetitionPenalty",
-           "ExtractionPolicy", "MathReward", "math_reward", "score_batch"]
+           "ExtractionPolicy", "MathReward", "math_reward", "score_batch", "ascore_batch"]

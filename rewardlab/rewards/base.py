@@ -52,6 +52,22 @@ class RewardResult:
         return {"score": self.score, "info": self.info}
 
 
+def as_result(value: Any) -> RewardResult:
+    """A reward's return value as a :class:`RewardResult`, for rewards written TRL style.
+
+    A ``RewardResult`` is returned as is; a bare number (or bool) becomes a score with status
+    ``"ok"``; ``None`` becomes "not gradable" (status ``"no_score"``). Anything else raises
+    ``TypeError``, which the callers (pool, composition, adapters) report as ``status="error"``.
+    """
+    if isinstance(value, RewardResult):
+        return value
+    if value is None:
+        return RewardResult(None, {"status": "no_score"})
+    if isinstance(value, (int, float)):
+        return RewardResult(float(value))
+    raise TypeError(f"a reward must return RewardResult, a number or None, got {type(value).__name__}")
+
+
 class Reward(Protocol):
     """What every reward looks like (a plain function satisfies it)."""
 

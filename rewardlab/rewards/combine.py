@@ -22,6 +22,8 @@ Rules:
 * Component names are metric keys: :func:`reward_metrics` turns a batch of results into
   ``rewards/<name>/mean`` (over graded samples), ``rewards/<name>/graded_frac`` and
   ``rewards/<name>/status/<status>`` counts.
+* :func:`reward_from_specs` builds a reward from command-line style specs (``math``,
+  ``one_answer=0.1``), as ``rewardlab serve --reward`` and OpenRLHF's ``REWARDLAB_REWARD`` take them.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable
 
-from rewardlab.rewards.base import RewardResult, get_reward, reward_name
+from rewardlab.errors import RewardlabError
+from rewardlab.rewards.base import RewardResult, as_result, get_reward, reward_name
 
-__all__ = ["Combined", "reward_metrics"]
+__all__ = ["Combined", "reward_metrics", "reward_from_specs", "RewardSpecError"]
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +110,7 @@ class Combined:
 
     def _run(self, key: str, completion: str, reference: Any, meta: dict[str, Any]) -> RewardResult:
         try:
-            res = self.component(key)(completion, reference, **meta)
-            return res if isinstance(res, RewardResult) else _coerce(res)
+            return as_result(self.component(key)(completion, reference, **meta))
         except Exception as e:  # noqa: BLE001 - one broken component must not sink the others
             log.warning("reward component %r raised %s: %s", key, type(e).__name__, e)
             return RewardResult(None, {"status": "error", "error": f"{type(e).__name__}: {e}"})
@@ -176,6 +178,41 @@ class Combined:
         return reward_metrics(by_name)
 
 
+class RewardSpecError(RewardlabError, ValueError):
+    """A malformed reward spec (a ``RewardlabError`` for the CLI, a ``ValueError`` for code)."""
+
+
+def reward_from_specs(specs: Iterable[str]) -> Callable[..., RewardResult] | Combined:
+    """The reward named by ``NAME`` / ``NAME=WEIGHT`` specs (names: registry names or dotted paths).
+
+    One spec with weight 1 is that reward itself; anything else is a :class:`Combined` keyed by
+    each name's last dotted part. Unknown names fail here (``RewardlabError``, listing the known
+    ones), not on the first sample; so do a bad or non-finite weight and a name given twice.
+    """
+    specs = list(specs)
+    parsed: list[tuple[str, str, float]] = []
+    for spec in specs:
+        name, sep, weight = spec.partition("=")
+        name = name.strip()
+        if not name:
+            raise RewardSpecError(f"reward spec {spec!r}: expected NAME or NAME=WEIGHT")
+        try:
+            w = float(weight) if sep else 1.0
+        except ValueError:
+            raise RewardSpecError(f"reward spec {spec!r}: weight {weight.strip()!r} is not a number") from None
+        if not math.isfinite(w):
+            raise RewardSpecError(f"reward spec {spec!r}: the weight must be a finite number")
+        get_reward(name)  # fail now, with the list of known names
+        parsed.append((name.replace(":", ".").rsplit(".", 1)[-1], name, w))
+    if not parsed:
+        raise RewardSpecError("no reward given")
+    if len({key for key, _, _ in parsed}) != len(parsed):
+        raise RewardSpecError(f"reward specs {specs!r} name the same reward twice")
+    if len(parsed) == 1 and parsed[0][2] == 1.0:
+        return get_reward(parsed[0][1])
+    return Combined({key: (name, w) for key, name, w in parsed})
+
+
 def reward_metrics(results_by_name: Mapping[str, Sequence[RewardResult]]) -> dict[str, float]:
     """``rewards/<name>/mean`` over graded samples (NaN when none), ``rewards/<name>/graded_frac``
     and ``rewards/<name>/status/<status>`` (counts, non-``ok`` statuses only) for each name."""
@@ -188,15 +225,6 @@ def reward_metrics(results_by_name: Mapping[str, Sequence[RewardResult]]) -> dic
             if status != "ok":
                 out[f"rewards/{name}/status/{status}"] = float(n)
     return out
-
-
-def _coerce(value: Any) -> RewardResult:
-    """Accept a plain float / bool / None from a user reward, as TRL-style functions return."""
-    if value is None:
-        return RewardResult(None, {"status": "no_score"})
-    if isinstance(value, (int, float)):
-        return RewardResult(float(value), {})
-    raise TypeError(f"a reward must return RewardResult or a number, got {type(value).__name__}")
 
 
 def _label(reward: RewardLike) -> str:

@@ -181,10 +181,6 @@ def _log10_frac(c: Fraction) -> float:
     )
 
 
-def _to_value(c: Fraction) -> Value:
-    return Poly.const(c)
-
-
 def _pow(base: Value, exp: Value) -> Value:
     if isinstance(exp, Huge):
         if isinstance(base, Poly) and base.is_const():

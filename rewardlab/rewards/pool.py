@@ -38,7 +38,7 @@ import types
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from rewardlab.rewards.base import RewardResult
+from rewardlab.rewards.base import RewardResult, as_result
 
 IN_WORKER = False
 """True inside a pool worker process: rewards then run their slow paths inline (the pool kills them)."""
@@ -364,11 +364,10 @@ def _error_result(message: str) -> RewardResult:
 
 
 def _coerce(out: Any) -> RewardResult:
-    if isinstance(out, RewardResult):
-        return out
-    if isinstance(out, (int, float)) and not isinstance(out, bool):
-        return RewardResult(float(out), {"status": "ok"})
-    return _error_result(f"reward returned {type(out).__name__}, expected RewardResult")
+    try:
+        return as_result(out)
+    except TypeError as e:
+        return _error_result(str(e))
 
 
 def _in_process(reward: Any) -> bool:
