@@ -1,0 +1,171 @@
+"""Seconds per RL step: rewardlab's loop vs TRL's GRPOTrainer, same model, prompts and sizes, one run.
+
+Both trainers get the same tiny random Qwen2 model (built here with a local tokenizer), the same
+arith prompts (chat template applied by each), P prompts x G completions per step, the same
+max new tokens, temperature 1.0, learning rate, one optimizer step per generation batch (on-policy,
+no KL, all parameters trained), HF ``generate`` rollouts, the same cheap reward, and the same
+thread count. Each runs ``--steps`` steps; the median of the steps after ``--warmup`` is reported.
+
+    .venv/bin/python bench/train_step.py                      # defaults: 8 prompts x 8, 64 tokens
+    .venv/bin/python bench/train_step.py --steps 8 --threads 1 --json out.json
+
+Prints both figures and the ratio (rewardlab / TRL; below 1 means rewardlab is faster), as wall
+seconds and as CPU seconds of the training process (the fair figure on a machine shared with other
+jobs; reward scoring is negligible here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def digit_reward(completion: str, reference=None, **meta):
+    """Fraction of characters that are digits (cheap, varies across random completions)."""
+    from rewardlab.rewards.base import RewardResult
+
+    return RewardResult(sum(ch.isdigit() for ch in completion) / max(1, len(completion)))
+
+
+def trl_digit_reward(prompts=None, completions=None, **kwargs):
+    out = []
+    for c in completions:
+        text = c[-1]["content"] if isinstance(c, list) else c
+        out.append(digit_reward(text).score)
+    return out
+
+
+PHASES: dict[str, list[float]] = {}
+"""rewardlab's per-phase seconds of each step (from its metrics.jsonl)."""
+TRL_CPU: list[float] = []
+"""TRL's CPU seconds (this process) per step."""
+
+
+def run_rewardlab(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float]:
+    from rewardlab.config import build_config
+    from rewardlab.logging import read_jsonl
+    from rewardlab.train import train
+
+    out = work / "rewardlab-run"
+    cfg = build_config(None, {
+        "algo": "grpo", "beta": 0.0, "model": str(model_dir), "task": "arith", "task_limit": 256,
+        "steps": args.steps, "prompts_per_step": args.prompts, "group_size": args.group,
+        "max_new_tokens": args.max_new_tokens, "micro_batch_size": args.prompts * args.group,
+        "rollout_batch_size": args.prompts * args.group, "lr": args.lr, "train_top_layers": 0,
+        "reward": f"{__name__}.digit_reward", "threads": args.threads, "output_dir": str(out),
+        "progress": False, "plots": False, "save_every": 10_000, "seed": 0,
+    })
+    train(cfg)
+    rows = read_jsonl(out / "metrics.jsonl")
+    for phase in ("time/generate", "time/reward", "time/update", "time/step_cpu"):
+        PHASES[phase] = [float(r[phase]) for r in rows]
+    return [float(r["time/step"]) for r in rows]
+
+
+def run_trl(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float]:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rewardlab.tasks import load_task
+
+    rows = load_task("arith", "train", limit=256)
+    ds = Dataset.from_list([{"prompt": r.prompt} for r in rows])
+    stamps: list[tuple[float, float]] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, a, state, control, **kw):
+            if not stamps:
+                stamps.append((time.perf_counter(), time.process_time()))
+
+        def on_step_end(self, a, state, control, **kw):
+            stamps.append((time.perf_counter(), time.process_time()))
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    cfg = GRPOConfig(
+        output_dir=str(work / "trl-run"), use_cpu=True, bf16=False, report_to="none",
+        gradient_checkpointing=False, max_steps=args.steps, learning_rate=args.lr,
+        per_device_train_batch_size=args.prompts * args.group, gradient_accumulation_steps=1,
+        num_generations=args.group, max_completion_length=args.max_new_tokens, temperature=1.0,
+        beta=0.0, loss_type="grpo", num_iterations=1, logging_steps=1, save_strategy="no",
+        dataloader_num_workers=0, seed=0, disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=[trl_digit_reward], args=cfg, train_dataset=ds,
+                          processing_class=tok, callbacks=[Clock()])
+    trainer.train()
+    TRL_CPU[:] = [b[1] - a[1] for a, b in zip(stamps, stamps[1:])]
+    return [b[0] - a[0] for a, b in zip(stamps, stamps[1:])]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=1e-5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--hidden", type=int, default=256, help="tiny model width (256 x 4 layers = about 3 M params)")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args()
+
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    import transformers
+    import trl
+
+    from rewardlab.testing import build_tiny_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        model_dir = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers)
+        ours = run_rewardlab(model_dir, args, work)
+        theirs = run_trl(model_dir, args, work)
+    ours_s = statistics.median(ours[args.warmup:])
+    trl_s = statistics.median(theirs[args.warmup:])
+    ours_cpu = statistics.median(PHASES["time/step_cpu"][args.warmup:])
+    trl_cpu = statistics.median(TRL_CPU[args.warmup:])
+    result = {
+        "rewardlab_s_per_step": round(ours_s, 4),
+        "trl_s_per_step": round(trl_s, 4),
+        "ratio_rewardlab_over_trl": round(ours_s / trl_s, 3),
+        "rewardlab_cpu_s_per_step": round(ours_cpu, 4),
+        "trl_cpu_s_per_step": round(trl_cpu, 4),
+        "cpu_ratio_rewardlab_over_trl": round(ours_cpu / trl_cpu, 3),
+        "rewardlab_steps_s": [round(x, 4) for x in ours],
+        "trl_steps_s": [round(x, 4) for x in theirs],
+        "rewardlab_phase_median_s": {k: round(statistics.median(v[args.warmup:]), 4) for k, v in PHASES.items()},
+        "setup": {
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "model": f"random qwen2, hidden {args.hidden}, {args.layers} layers",
+            "prompts": args.prompts, "group": args.group, "max_new_tokens": args.max_new_tokens,
+            "steps": args.steps, "warmup": args.warmup, "threads": args.threads,
+            "torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    }
+    print(f"rewardlab: {ours_s:.3f} s/step   TRL GRPOTrainer: {trl_s:.3f} s/step   "
+          f"ratio {ours_s / trl_s:.2f}x (target <= 0.5x)")
+    print(f"CPU seconds per step (robust on a shared machine): rewardlab {ours_cpu:.3f}   TRL {trl_cpu:.3f}   "
+          f"ratio {ours_cpu / trl_cpu:.2f}x")
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

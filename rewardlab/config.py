@@ -1,0 +1,484 @@
+"""One typed training config: defaults, a YAML file, ``--key value`` overrides, derived sizes.
+
+Every knob of ``rewardlab train`` is a field of :class:`TrainConfig` with a one-line docstring
+(``rewardlab train --help`` lists them). Values come, in order of precedence, from the command line
+(``--lr 2e-5`` or ``--lr=2e-5``; dashes and underscores are interchangeable), a YAML file
+(``--config run.yaml``), the algorithm preset (``--algo``), and the defaults below. Fields left at
+``None`` mean "use the preset's value".
+
+The batch arithmetic that trips people up (prompts vs completions vs mini-batches vs micro-batches,
+per rank or global) is computed once by :func:`derive`, validated with a message that says which
+numbers to change, printed at start-up and saved with the run::
+
+    from rewardlab.config import TrainConfig, derive
+    cfg = TrainConfig(algo="gspo", prompts_per_step=8, group_size=4)
+    sizes = derive(cfg, world_size=1)
+    print(sizes.describe())
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rewardlab.errors import RewardlabError
+
+ALGOS = ("grpo", "dr_grpo", "dapo", "gspo")
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+KL_KINDS = ("k1", "k2", "k3", "k1+", "k3+")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs. ``None`` on an algorithm field means "the preset's value"."""
+
+    # --- what to train ---
+    algo: str = "gspo"
+    """Algorithm preset: grpo, dr_grpo, dapo or gspo (see docs/algorithms.md)."""
+    model: str | None = None
+    """HF hub id or local folder of a causal LM; None = the embedded SmolLM2-135M-Instruct."""
+    task: str = "arith"
+    """Training task: arith (built-in), gsm8k, math, humaneval."""
+    task_limit: int | None = None
+    """Use only the first N rows of the task (None = all)."""
+    system_prompt: str | None = None
+    """Optional system message prepended to every chat prompt."""
+
+    # --- rewards ---
+    reward: str | None = None
+    """Main reward (registered name or dotted path); None = the task's default reward."""
+    format_weight: float = 0.0
+    """Weight of the 'format' reward component (0 = off)."""
+    overlong_weight: float | None = None
+    """Weight of DAPO's soft overlong penalty added to the reward (None = preset: 1.0 for dapo, else off)."""
+    overlong_cache: int | None = None
+    """Soft-punish buffer L_cache in tokens (None = a quarter of max_new_tokens)."""
+    overlong_filter: bool = False
+    """Mask out (loss weight 0) completions that hit max_new_tokens without EOS."""
+    reward_deadline: float = 5.0
+    """Per-completion grading deadline in seconds (a timeout scores as a failure, never a hang)."""
+    reward_workers: int | None = None
+    """Reward worker processes (None = the pool's default)."""
+
+    # --- batch sizes ---
+    steps: int = 20
+    """Number of training steps (one rollout batch each)."""
+    prompts_per_step: int = 8
+    """Prompts per training step (global, across ranks)."""
+    group_size: int = 4
+    """Completions sampled per prompt (G)."""
+    mini_batches: int | None = None
+    """Optimizer steps per rollout batch per epoch (None = preset: 4 for gspo, else 1)."""
+    epochs: int = 1
+    """Passes over each rollout batch."""
+    micro_batch_size: int = 8
+    """Completions per forward/backward pass (gradient accumulation unit, per rank)."""
+
+    # --- sampling ---
+    max_new_tokens: int = 32
+    """Maximum generated tokens per completion (L_max)."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold."""
+    top_k: int = 0
+    """Top-k sampling (0 = off)."""
+    rollout: str = "hf"
+    """Rollout engine: hf (transformers generate) or vllm."""
+    rollout_batch_size: int = 64
+    """Sequences per generate call in the HF engine."""
+
+    # --- optimisation ---
+    lr: float = 1e-4
+    """Peak learning rate (AdamW)."""
+    warmup_steps: int = 0
+    """Linear warm-up length in optimizer steps, then constant."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW beta1."""
+    adam_beta2: float = 0.99
+    """AdamW beta2."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping threshold (global L2 norm; 0 = off)."""
+    train_top_layers: int = 4
+    """Train only the top N transformer blocks plus the final norm (0 = train every parameter)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+
+    # --- algorithm overrides (None = preset) ---
+    advantage: str | None = None
+    """Advantage scale: std (group z-score) or none (r - mean)."""
+    ratio: str | None = None
+    """Importance ratio level: token or sequence."""
+    eps_low: float | None = None
+    """Lower clip range."""
+    eps_high: float | None = None
+    """Upper clip range."""
+    clip_ratio_c: float | None = None
+    """Dual-clip constant (> 1), None = off."""
+    agg: str | None = None
+    """Loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm."""
+    beta: float | None = None
+    """KL coefficient to the reference model (0 = no reference model)."""
+    kl: str | None = None
+    """KL estimator: k1, k2, k3, k1+, k3+."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    dynamic_sampling: bool | None = None
+    """DAPO dynamic sampling: drop zero-variance groups and regenerate (None = preset)."""
+    max_gen_batches: int = 4
+    """Most generation rounds per step under dynamic sampling before giving up with an error."""
+
+    # --- machine ---
+    device: str = "auto"
+    """cpu, cuda, cuda:N or auto (cuda when available)."""
+    dtype: str = "auto"
+    """Training dtype: auto (bf16 on GPU, fp32 on CPU), float32, bfloat16."""
+    threads: int | None = None
+    """Torch CPU threads (None = 1 on machines with <= 4 cores, else the torch default)."""
+    seed: int = 0
+    """Seed for data order, sampling and initialisation."""
+
+    # --- output ---
+    output_dir: str | None = None
+    """Run directory (None = runs/<algo>-<task>); rerunning in the same folder resumes."""
+    save_every: int = 10
+    """Save a checkpoint every N steps (and always at the end or on Ctrl-C)."""
+    keep_checkpoints: int = 2
+    """Complete checkpoints to keep (older ones are deleted; 0 = keep all)."""
+    tensorboard: bool = False
+    """Also log to TensorBoard (needs the tensorboard package)."""
+    wandb: bool = False
+    """Also log to Weights & Biases (needs the wandb package)."""
+    progress: bool = True
+    """Show a progress bar."""
+    plots: bool = True
+    """Draw PNG plots into <run>/plots at the end."""
+    eval_before_after: str | None = None
+    """Comma-separated eval suite run before and after training (e.g. gsm8k,math500)."""
+    eval_limit: int | None = 50
+    """Problems per benchmark for --eval-before-after."""
+
+
+def field_docs() -> dict[str, str]:
+    """Field name -> one-line docstring, read from this module's source."""
+    import inspect
+
+    src = inspect.getsource(TrainConfig)
+    tree = ast.parse(src)
+    cls = tree.body[0]
+    docs: dict[str, str] = {}
+    body = cls.body  # type: ignore[attr-defined]
+    for node, nxt in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = nxt.value.value.strip()
+    return docs
+
+
+_HINTS: dict[str, Any] | None = None
+
+
+def _hints() -> dict[str, Any]:
+    global _HINTS
+    if _HINTS is None:
+        _HINTS = typing.get_type_hints(TrainConfig)
+    return _HINTS
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Convert ``value`` (a string from the CLI or a YAML scalar) to the type of field ``name``."""
+    hint = _hints()[name]
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if optional and low in ("none", "null", "~", ""):
+            return None
+        if base is bool:
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise RewardlabError(f"--{name.replace('_', '-')} expects true or false, got {value!r}")
+        if base is int:
+            try:
+                return int(value)
+            except ValueError:
+                raise RewardlabError(f"--{name.replace('_', '-')} expects an integer, got {value!r}") from None
+        if base is float:
+            try:
+                return float(value)
+            except ValueError:
+                raise RewardlabError(f"--{name.replace('_', '-')} expects a number, got {value!r}") from None
+        return value
+    if value is None:
+        if optional:
+            return None
+        raise RewardlabError(f"{name} cannot be empty")
+    if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if base is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if base is bool and isinstance(value, bool):
+        return value
+    if base is str and isinstance(value, (str, int, float)):
+        return str(value)
+    raise RewardlabError(f"{name} expects {base.__name__}, got {value!r}")
+
+
+def _check_name(name: str) -> str:
+    key = name.replace("-", "_")
+    if key not in _hints():
+        import difflib
+
+        close = difflib.get_close_matches(key, list(_hints()), n=1)
+        hint = f" (did you mean --{close[0].replace('_', '-')}?)" if close else ""
+        raise RewardlabError(f"unknown setting {name!r}{hint}; `rewardlab train --help` lists them")
+    return key
+
+
+def parse_overrides(args: list[str]) -> dict[str, str]:
+    """``["--lr", "1e-5", "--beta=0.04", "--no-plots"]`` -> ``{"lr": "1e-5", "beta": "0.04", "plots": "false"}``."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--"):
+            raise RewardlabError(f"unexpected argument {arg!r}; settings are given as --key value")
+        body = arg[2:]
+        if "=" in body:
+            key, value = body.split("=", 1)
+            i += 1
+        elif body.startswith("no-") and body[3:].replace("-", "_") in _hints() and (
+            i + 1 >= len(args) or args[i + 1].startswith("--")
+        ):
+            key, value = body[3:], "false"
+            i += 1
+        elif i + 1 < len(args) and not (args[i + 1].startswith("--") and len(args[i + 1]) > 2):
+            key, value = body, args[i + 1]
+            i += 2
+        else:
+            key = _check_name(body)
+            if typing.get_args(_hints()[key]) and bool in typing.get_args(_hints()[key]) or _hints()[key] is bool:
+                key, value = body, "true"
+                i += 1
+            else:
+                raise RewardlabError(f"--{body} needs a value")
+        out[_check_name(key)] = value
+    return out
+
+
+def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a YAML config file into a plain dict of known fields."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise RewardlabError(f"config file {str(p)!r} not found")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise RewardlabError(f"config file {str(p)!r} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise RewardlabError(f"config file {str(p)!r} must hold a mapping of setting: value")
+    # A saved config.yaml holds derived sizes next to the settings; they are recomputed.
+    data.pop("derived", None)
+    return {_check_name(str(k)): v for k, v in data.items()}
+
+
+def build_config(yaml_path: str | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Defaults <- YAML file <- overrides (strings or typed values), validated."""
+    values: dict[str, Any] = {}
+    if yaml_path:
+        values.update(load_yaml(yaml_path))
+    for k, v in (overrides or {}).items():
+        values[_check_name(k)] = v
+    cfg = TrainConfig(**{k: _coerce(k, v) for k, v in values.items()})
+    validate(cfg)
+    return cfg
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value is not None and value not in allowed:
+        raise RewardlabError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Reject settings that cannot work, with a message that says what to change."""
+    _choice("algo", cfg.algo, ALGOS)
+    _choice("agg", cfg.agg, AGGREGATIONS)
+    _choice("kl", cfg.kl, KL_KINDS)
+    _choice("advantage", cfg.advantage, ("std", "none"))
+    _choice("ratio", cfg.ratio, ("token", "sequence"))
+    _choice("rollout", cfg.rollout, ("hf", "vllm"))
+    _choice("dtype", cfg.dtype, ("auto", "float32", "bfloat16", "float16"))
+    positive = ("steps", "prompts_per_step", "group_size", "epochs", "micro_batch_size", "max_new_tokens",
+                "rollout_batch_size", "max_gen_batches", "save_every")
+    for name in positive:
+        if getattr(cfg, name) < 1:
+            raise RewardlabError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.mini_batches is not None and cfg.mini_batches < 1:
+        raise RewardlabError(f"--mini-batches must be >= 1, got {cfg.mini_batches}")
+    if cfg.lr <= 0:
+        raise RewardlabError(f"--lr must be > 0, got {cfg.lr}")
+    if cfg.temperature <= 0:
+        raise RewardlabError("--temperature must be > 0 (training needs sampled completions)")
+    if cfg.clip_ratio_c is not None and cfg.clip_ratio_c <= 1:
+        raise RewardlabError(f"--clip-ratio-c must be > 1, got {cfg.clip_ratio_c}")
+    if cfg.beta is not None and cfg.beta < 0:
+        raise RewardlabError(f"--beta must be >= 0, got {cfg.beta}")
+    if cfg.train_top_layers < 0 or cfg.warmup_steps < 0 or cfg.keep_checkpoints < 0:
+        raise RewardlabError("--train-top-layers, --warmup-steps and --keep-checkpoints must be >= 0")
+    if cfg.overlong_cache is not None and not 0 < cfg.overlong_cache < cfg.max_new_tokens:
+        raise RewardlabError(
+            f"--overlong-cache must be between 1 and max_new_tokens-1 ({cfg.max_new_tokens - 1}), got {cfg.overlong_cache}"
+        )
+    if cfg.threads is not None and cfg.threads < 1:
+        raise RewardlabError(f"--threads must be >= 1, got {cfg.threads}")
+
+
+def resolve_algo(cfg: TrainConfig) -> dict[str, Any]:
+    """The algorithm settings in force: ``algos.preset(cfg.algo)`` with every non-None override applied,
+    plus ``overlong_cache`` (tokens) for DAPO's soft overlong punishment."""
+    from rewardlab import algos
+
+    if cfg.algo not in ALGOS:
+        raise RewardlabError(f"unknown algo {cfg.algo!r}; choose one of: {', '.join(ALGOS)}")
+    overrides: dict[str, Any] = {}
+    for name in ("advantage", "ratio", "eps_low", "eps_high", "clip_ratio_c", "agg", "beta", "kl",
+                 "mini_batches", "dynamic_sampling"):
+        value = getattr(cfg, name)
+        if value is not None:
+            overrides[name] = value
+    if cfg.clip_ratio_c is None and cfg.algo != "gspo":
+        overrides.pop("clip_ratio_c", None)
+    overrides["entropy_coef"] = cfg.entropy_coef
+    if cfg.overlong_filter:
+        overrides["overlong_filter"] = True
+    if cfg.overlong_weight is not None:
+        overrides["overlong"] = cfg.overlong_weight > 0
+        if cfg.overlong_weight > 0:
+            overrides["overlong_factor"] = cfg.overlong_weight
+    algo = algos.preset(cfg.algo, **overrides)
+    algo["overlong_cache"] = cfg.overlong_cache or max(1, cfg.max_new_tokens // 4)
+    return algo
+
+
+@dataclass
+class Derived:
+    """Batch sizes computed once from the config (global unless named per_rank)."""
+
+    world_size: int
+    prompts_per_step: int
+    completions_per_step: int
+    mini_batches: int
+    epochs: int
+    completions_per_mini_batch: int
+    completions_per_mini_batch_per_rank: int
+    micro_batch_size: int
+    micro_batches_per_mini_batch: int
+    optimizer_steps_per_rollout: int
+    total_optimizer_steps: int
+    off_policy: bool
+
+    def describe(self) -> str:
+        """A short human-readable table of the sizes."""
+        return "\n".join(
+            [
+                f"  prompts per step            {self.prompts_per_step}  (x group size = {self.completions_per_step} completions)",
+                f"  mini-batches x epochs       {self.mini_batches} x {self.epochs} = {self.optimizer_steps_per_rollout} optimizer steps per rollout"
+                f"  ({'off-policy: old log-probs recomputed' if self.off_policy else 'on-policy: ratio is 1'})",
+                f"  completions per mini-batch  {self.completions_per_mini_batch} global, {self.completions_per_mini_batch_per_rank} per rank"
+                f" over {self.world_size} rank(s)",
+                f"  micro-batches               {self.micro_batches_per_mini_batch} of <= {self.micro_batch_size} per mini-batch per rank",
+                f"  total optimizer steps       {self.total_optimizer_steps}",
+            ]
+        )
+
+
+def derive(cfg: TrainConfig, *, world_size: int = 1, mini_batches: int | None = None) -> Derived:
+    """Compute and check the batch arithmetic; ``mini_batches`` is the resolved value (preset or override)."""
+    mb = mini_batches if mini_batches is not None else (cfg.mini_batches or 1)
+    completions = cfg.prompts_per_step * cfg.group_size
+    if cfg.prompts_per_step % world_size:
+        raise RewardlabError(
+            f"prompts_per_step ({cfg.prompts_per_step}) must be divisible by the number of ranks ({world_size})"
+        )
+    if completions % mb:
+        raise RewardlabError(
+            f"prompts_per_step x group_size = {completions} completions does not split into {mb} mini-batches;"
+            f" change --prompts-per-step, --group-size or --mini-batches"
+        )
+    per_mini = completions // mb
+    if per_mini % world_size:
+        raise RewardlabError(
+            f"a mini-batch of {per_mini} completions does not split over {world_size} ranks;"
+            f" change --prompts-per-step or --mini-batches"
+        )
+    per_rank = per_mini // world_size
+    micro = min(cfg.micro_batch_size, per_rank)
+    n_micro = -(-per_rank // micro)
+    opt_per_rollout = mb * cfg.epochs
+    return Derived(
+        world_size=world_size,
+        prompts_per_step=cfg.prompts_per_step,
+        completions_per_step=completions,
+        mini_batches=mb,
+        epochs=cfg.epochs,
+        completions_per_mini_batch=per_mini,
+        completions_per_mini_batch_per_rank=per_rank,
+        micro_batch_size=micro,
+        micro_batches_per_mini_batch=n_micro,
+        optimizer_steps_per_rollout=opt_per_rollout,
+        total_optimizer_steps=opt_per_rollout * cfg.steps,
+        off_policy=opt_per_rollout > 1,
+    )
+
+
+def to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """The config as a plain dict (YAML-safe)."""
+    return dataclasses.asdict(cfg)
+
+
+def save_yaml(path: str | os.PathLike, cfg: TrainConfig, *, derived: Derived | None = None,
+              algo: dict[str, Any] | None = None) -> None:
+    """Write the resolved config (plus derived sizes and the algorithm settings in force) as YAML."""
+    import yaml
+
+    data = to_dict(cfg)
+    extra: dict[str, Any] = {}
+    if derived is not None:
+        extra["sizes"] = dataclasses.asdict(derived)
+    if algo is not None:
+        extra["algorithm"] = {k: v for k, v in algo.items() if isinstance(v, (int, float, str, bool, type(None)))}
+    if extra:
+        data["derived"] = extra
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    os.replace(tmp, path)
+
+
+def settings_differ(saved: dict[str, Any], cfg: TrainConfig) -> list[str]:
+    """Names of settings that change the training trajectory and differ from a saved run's."""
+    ignore = {"steps", "output_dir", "progress", "plots", "tensorboard", "wandb", "save_every",
+              "keep_checkpoints", "eval_before_after", "eval_limit", "threads", "reward_workers",
+              "rollout_batch_size", "device"}
+    now = to_dict(cfg)
+    return sorted(k for k, v in now.items() if k not in ignore and k in saved and saved[k] != v)
+
+
+__all__ = ["TrainConfig", "Derived", "build_config", "derive", "field_docs", "parse_overrides", "resolve_algo",
+           "save_yaml", "to_dict", "validate", "settings_differ", "ALGOS"]

@@ -1,0 +1,100 @@
+"""``torchrun --nproc_per_node 2`` training on CPU (gloo) equals one process on the same global batch.
+
+Both runs go through the real CLI (``python -m rewardlab train``) with a tiny model. To make the
+two runs see the same global batch, sampling is deterministic per prompt whatever the rank split:
+``--top-k 1`` (greedy), one completion per prompt (``--group-size 1``: a singleton group's
+advantage is its reward), and ``--rollout-batch-size 1`` (no padding that depends on batch
+neighbours). The reward is ``length_reward`` below (loaded by dotted path), so advantages differ
+between prompts and the update is not zero. The 2-rank run splits each mini-batch over the ranks
+(one micro-batch each, versus two accumulated micro-batches in one process), all-reduces the loss
+denominators, and sums FSDP2 gradients; losses and final weights must match.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rewardlab.rewards.base import RewardResult
+
+TESTS = Path(__file__).resolve().parent
+
+
+def length_reward(completion: str, reference, **meta) -> RewardResult:
+    """A deterministic reward that varies between completions: completion length mod 5, scaled."""
+    return RewardResult((len(completion) % 5) / 4.0, {"status": "ok"})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(launcher: list[str], model_dir: Path, out: Path) -> None:
+    args = [
+        "train", "--algo", "grpo", "--model", str(model_dir), "--task", "arith",
+        "--reward", "test_distributed_train.length_reward",
+        "--steps", "2", "--prompts-per-step", "4", "--group-size", "1", "--top-k", "1",
+        "--rollout-batch-size", "1", "--micro-batch-size", "2", "--max-new-tokens", "6",
+        "--train-top-layers", "0", "--lr", "1e-3", "--save-every", "2", "--reward-workers", "1",
+        "--threads", "1", "--no-plots", "--no-progress", "--output-dir", str(out),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    proc = subprocess.run(launcher + args, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, f"{launcher}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+
+
+def _metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _weights(out: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(out / "checkpoints" / "step-000002" / "model.safetensors")
+
+
+def test_torchrun_two_ranks_equals_one_process(tiny_model_dir, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    _run([sys.executable, "-m", "rewardlab"], tiny_model_dir, one)
+    torchrun = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "-m", "rewardlab",
+    ]
+    _run(torchrun, tiny_model_dir, two)
+
+    m1, m2 = _metrics(one), _metrics(two)
+    assert [r["step"] for r in m1] == [r["step"] for r in m2] == [1, 2]
+    for a, b in zip(m1, m2):
+        assert a["reward/mean"] == pytest.approx(b["reward/mean"])  # same global batch
+        assert a["response_len/mean"] == pytest.approx(b["response_len/mean"])
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-6)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
+    assert any(abs(r["loss"]) > 1e-6 for r in m1)  # the update is not trivially zero
+
+    w1, w2 = _weights(one), _weights(two)
+    assert w1.keys() == w2.keys()
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-5)
+    start = _saved_weights(tiny_model_dir)
+    assert any(not torch.allclose(start[k], w1[k]) for k in w1 if k in start)  # weights moved
+
+
+def _saved_weights(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(path / "model.safetensors")
