@@ -92,6 +92,10 @@ class TrainConfig:
     """Rollout engine: hf (transformers generate) or vllm."""
     rollout_batch_size: int = 64
     """Sequences per generate call in the HF engine."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """vLLM engine: share of the GPU's memory it may take for weights + KV cache (the trainer keeps the rest)."""
+    vllm_sleep_mode: bool = False
+    """vLLM engine (GPU only): free its KV cache and offload its weights between rollouts."""
 
     # --- optimisation ---
     lr: float = 1e-4
@@ -336,6 +340,8 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError(f"--lr must be > 0, got {cfg.lr}")
     if cfg.temperature <= 0:
         raise RewardlabError("--temperature must be > 0 (training needs sampled completions)")
+    if not 0 < cfg.vllm_gpu_memory_utilization <= 1:
+        raise RewardlabError(f"--vllm-gpu-memory-utilization must be in (0, 1], got {cfg.vllm_gpu_memory_utilization}")
     if cfg.clip_ratio_c is not None and cfg.clip_ratio_c <= 1:
         raise RewardlabError(f"--clip-ratio-c must be > 1, got {cfg.clip_ratio_c}")
     if cfg.beta is not None and cfg.beta < 0:
@@ -475,7 +481,7 @@ def settings_differ(saved: dict[str, Any], cfg: TrainConfig) -> list[str]:
     """Names of settings that change the training trajectory and differ from a saved run's."""
     ignore = {"steps", "output_dir", "progress", "plots", "tensorboard", "wandb", "save_every",
               "keep_checkpoints", "eval_before_after", "eval_limit", "threads", "reward_workers",
-              "rollout_batch_size", "device"}
+              "rollout_batch_size", "device", "vllm_gpu_memory_utilization", "vllm_sleep_mode"}
     now = to_dict(cfg)
     return sorted(k for k, v in now.items() if k not in ignore and k in saved and saved[k] != v)
 

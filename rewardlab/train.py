@@ -139,6 +139,9 @@ class Sample:
     overlong: float = 0.0
     advantage: float = 0.0
     gen_round: int = 0
+    rollout_logprobs: list[float] | None = None
+    """The rollout engine's log-prob of each token in ``token_ids`` (vLLM reports them; HF does
+    not). Logged against the trainer's own log-probs (``rollout/*`` metrics), never used as old_logp."""
 
 
 def freeze_to_top_layers(model: Any, n: int) -> int:
@@ -528,12 +531,17 @@ def train(cfg: TrainConfig) -> Path:
     warm = max(0, cfg.warmup_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / (warm + 1)) if warm else 1.0)
     if state is not None:
-        _load_optimizer_state(model, optimizer, state["optimizer"], dist.world_size)
+        # collective under FSDP: every rank loads, rank 0's full state is broadcast and sharded
+        distributed.load_optimizer_state_dict(model, optimizer, state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
     say(f"  trainable parameters        {n_trainable / 1e6:.2f} M"
         + (f" (top {cfg.train_top_layers} blocks + final norm)" if cfg.train_top_layers else " (all)"))
 
-    engine_kw: dict[str, Any] = {"batch_size": cfg.rollout_batch_size} if cfg.rollout == "hf" else {}
+    if cfg.rollout == "hf":
+        engine_kw: dict[str, Any] = {"batch_size": cfg.rollout_batch_size}
+    else:
+        engine_kw = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+                     "enable_sleep_mode": cfg.vllm_sleep_mode, "seed": cfg.seed}
     engine = make_engine(cfg.rollout, model, tok, **engine_kw)
 
     rows = tasks.load_task(cfg.task, "train", limit=cfg.task_limit, seed=cfg.seed)
@@ -569,16 +577,20 @@ def train(cfg: TrainConfig) -> Path:
     rollout_log = JsonlWriter(run_dir / "rollouts.jsonl") if main else None
     log = MetricsLogger(run_dir, total_steps=cfg.steps, start_step=start_step, enabled=main,
                         progress=cfg.progress, tensorboard=cfg.tensorboard, wandb=cfg.wandb, config=to_dict(cfg))
-    if state is not None:
-        set_rng_state(state["rng"])  # last: nothing above may shift the sampling stream on resume
+    if state is not None:  # last: nothing above may shift the random streams on resume
+        set_rng_state(_rank_rng(state, dist.rank, dist.world_size))
 
     def checkpoint(step: int) -> None:
+        # The three gathers are collective: every rank runs them, rank 0 writes the files.
         full = distributed.full_state_dict(model) if dist.world_size > 1 else None
+        optim_state = distributed.optimizer_state_dict(model, optimizer)  # unsharded, keyed by name
+        rngs = distributed.gather_objects(rng_state())  # one per rank: ranks draw different streams
         trainer_state = {
             "step": step,
-            "optimizer": _optimizer_state(model, optimizer, dist.world_size),
+            "optimizer": optim_state,
             "scheduler": scheduler.state_dict(),
-            "rng": rng_state(),
+            "rng": rngs[0],
+            "rng_per_rank": rngs,
             "data": stream.state(),
             "config": to_dict(cfg),
             "world_size": dist.world_size,
@@ -616,8 +628,10 @@ def train(cfg: TrainConfig) -> Path:
                     mine = distributed.shard(picks, dist)  # this rank's prompts
                     prompt_texts = [render(rows[i]) for i, _ in mine]
                     seed = (cfg.seed * 1_000_003 + step * 1_009 + gen_round * 17 + dist.rank) % (2**31)
+                    # FSDP + HF engine: full weights while sampling (vLLM holds its own copy)
+                    gather = distributed.gathered_params(model) if cfg.rollout == "hf" else contextlib.nullcontext()
                     try:
-                        with distributed.gathered_params(model):  # FSDP: full weights while sampling
+                        with gather:
                             outs = engine.generate(prompt_texts, cfg.group_size, SamplingParams(seed=seed, **sampling_base))
                     except RuntimeError as e:
                         if _oom(e):
@@ -645,6 +659,7 @@ def train(cfg: TrainConfig) -> Path:
                             prompt_ids=list(c.prompt_ids), token_ids=list(c.token_ids), text=c.text,
                             finish_reason=c.finish_reason, score=float(res.score or 0.0),
                             task_score=task_score, components=comps, info=res.info, gen_round=gen_round,
+                            rollout_logprobs=_logprobs_of(c),
                         ))
                     batch = [s for part in distributed.gather_objects(local) for s in part]  # every rank: all
                     generated_tokens += sum(len(s.token_ids) for s in batch)
@@ -687,6 +702,10 @@ def train(cfg: TrainConfig) -> Path:
                 ref_lp: dict[tuple[int, int], Any] = {}
                 frozen_h: dict[tuple[int, int], Any] = {}
                 want_entropy = float(cfg.entropy_coef) > 0
+                # engine-vs-trainer log-prob mismatch: only when the engine gave every sampled token's log-prob
+                mismatch_on = all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.token_ids)
+                                  for s in kept)
+                mismatch: list[tuple[float, dict[str, float]]] = []  # (tokens, metrics) per micro-batch
                 try:
                     if sizes.off_policy or ref_model is not None:
                         # Off-policy (several optimizer steps per rollout): lp_old comes from the training
@@ -708,7 +727,7 @@ def train(cfg: TrainConfig) -> Path:
                     model.train()
                     loss_metrics: list[dict[str, float]] = []
                     grad_norms: list[float] = []
-                    for _epoch in range(cfg.epochs):
+                    for epoch in range(cfg.epochs):
                         for mi, mb in enumerate(minis):
                             # the whole optimizer step's denominators, across micro-batches and ranks
                             n_tok = sum(len(s.token_ids) for s in mb if not (overlong_filter and s.finish_reason == "length"))
@@ -732,6 +751,8 @@ def train(cfg: TrainConfig) -> Path:
                                 else:
                                     lp, ent = token_logprobs(model, b, with_entropy=True, autocast=autocast)  # (B, R)
                                 old = old_lp[mi, ui] if sizes.off_policy else lp.detach()  # (B, R)
+                                if mismatch_on and epoch == 0:  # old = the policy that sampled, before any update
+                                    mismatch.append(_logprob_mismatch(old, micro, b["response_mask"]))
                                 a = torch.tensor([s.advantage for s in micro], device=device)  # (B,)
                                 loss, m = algos.policy_loss(
                                     lp, old, a, mask,
@@ -791,6 +812,8 @@ def train(cfg: TrainConfig) -> Path:
                 combined.pop("tokens", None)
                 combined.pop("seqs", None)
                 metrics.update(combined)
+                if mismatch_on:
+                    metrics.update(_combine_mismatch([x for part in distributed.gather_objects(mismatch) for x in part]))
                 metrics["grad_norm"] = _mean(grad_norms)
                 metrics["lr"] = scheduler.get_last_lr()[0]
                 metrics.update(timings)
@@ -837,23 +860,39 @@ def train(cfg: TrainConfig) -> Path:
     return run_dir
 
 
-def _optimizer_state(model: Any, optimizer: Any, world_size: int) -> dict[str, Any]:
-    """The optimizer state to checkpoint; under FSDP the full (gathered) state, collective on all ranks."""
-    if world_size == 1:
-        return optimizer.state_dict()
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+def _rank_rng(state: dict[str, Any], rank: int, world_size: int) -> dict[str, Any]:
+    """This rank's saved RNG state: its own when the checkpoint was written with the same world
+    size, else rank 0's on every rank (after a world-size change the global streams cannot match the
+    original run anyway; they feed only dropout, since sampling is seeded per step and rank)."""
+    per_rank = state.get("rng_per_rank")
+    if per_rank is not None and len(per_rank) == world_size:
+        return per_rank[rank]
+    return state["rng"]
 
-    return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+def _logprobs_of(completion: Any) -> list[float] | None:
+    """The engine's sampled-token log-probs of a completion (vLLM sets ``logprobs``), else None."""
+    lps = getattr(completion, "logprobs", None)
+    return None if lps is None else [float(x) for x in lps]
 
 
-def _load_optimizer_state(model: Any, optimizer: Any, state: dict[str, Any], world_size: int) -> None:
-    if world_size == 1:
-        optimizer.load_state_dict(state)
-        return
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+def _logprob_mismatch(train_lp: Any, micro: list[Sample], mask: Any) -> tuple[float, dict[str, float]]:
+    """``(masked token count, rewardlab.vllm_engine.logprob_mismatch(...))`` for one micro-batch."""
+    from rewardlab.vllm_engine import logprob_mismatch  # imports torch only; vLLM itself stays lazy
 
-    set_optimizer_state_dict(model, optimizer, optim_state_dict=state,
-                             options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    return float(mask.sum()), logprob_mismatch(train_lp, [s.rollout_logprobs or [] for s in micro], mask)
+
+
+def _combine_mismatch(parts: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+    """Token-weighted means (max for the max) of per-micro-batch mismatch metrics."""
+    total = sum(n for n, _ in parts)
+    if total <= 0:
+        return {}
+    return {
+        "rollout/logp_abs_diff": sum(n * m["rollout/logp_abs_diff"] for n, m in parts) / total,
+        "rollout/logp_max_abs_diff": max(m["rollout/logp_max_abs_diff"] for n, m in parts if n > 0),
+        "rollout/ratio_mean": sum(n * m["rollout/ratio_mean"] for n, m in parts) / total,
+    }
 
 
 def _jsonable(x: Any) -> Any:

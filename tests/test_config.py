@@ -63,6 +63,8 @@ def test_yaml_then_cli_precedence_and_types(tmp_path):
         ({"group_size": "many"}, "expects an integer"),
         ({"clip_ratio_c": "1.0"}, "must be > 1"),
         ({"overlong_cache": "64", "max_new_tokens": "32"}, "--overlong-cache"),
+        ({"vllm_gpu_memory_utilization": "0"}, r"--vllm-gpu-memory-utilization must be in \(0, 1\]"),
+        ({"vllm_gpu_memory_utilization": "1.5"}, "--vllm-gpu-memory-utilization"),
     ],
 )
 def test_bad_values_are_one_line_errors(overrides, message):
@@ -105,3 +107,13 @@ def test_saved_config_round_trips_and_detects_changes(tmp_path):
     assert build_config(str(path)) == cfg  # the saved file is itself a valid --config
     assert settings_differ(saved, TrainConfig(lr=1e-4, group_size=4, steps=99)) == []  # more steps: fine
     assert settings_differ(saved, TrainConfig(lr=2e-4, group_size=4)) == ["lr"]
+
+
+def test_vllm_engine_settings_default_and_parse():
+    cfg = TrainConfig()
+    assert cfg.vllm_gpu_memory_utilization == 0.3 and cfg.vllm_sleep_mode is False
+    cfg = build_config(None, parse_overrides(["--rollout", "vllm", "--vllm-gpu-memory-utilization", "0.5",
+                                              "--vllm-sleep-mode"]))
+    assert cfg.vllm_gpu_memory_utilization == 0.5 and cfg.vllm_sleep_mode is True
+    # engine memory settings do not change the trajectory: a run may resume with other values
+    assert settings_differ(to_dict(TrainConfig(rollout="vllm")), cfg) == []

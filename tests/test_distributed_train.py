@@ -8,6 +8,10 @@ neighbours). The reward is ``length_reward`` below (loaded by dotted path), so a
 between prompts and the update is not zero. The 2-rank run splits each mini-batch over the ranks
 (one micro-batch each, versus two accumulated micro-batches in one process), all-reduces the loss
 denominators, and sums FSDP2 gradients; losses and final weights must match.
+
+A second test stops a 2-rank run after step 1 and resumes it to step 2: the unsharded AdamW state
+(saved through ``distributed.optimizer_state_dict``, loaded back into each rank's shard) and each
+rank's own RNG state must make it equal the straight 2-rank run.
 """
 
 from __future__ import annotations
@@ -38,11 +42,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run(launcher: list[str], model_dir: Path, out: Path) -> None:
+def _run(launcher: list[str], model_dir: Path, out: Path, steps: int = 2) -> subprocess.CompletedProcess:
     args = [
         "train", "--algo", "grpo", "--model", str(model_dir), "--task", "arith",
         "--reward", "test_distributed_train.length_reward",
-        "--steps", "2", "--prompts-per-step", "4", "--group-size", "1", "--top-k", "1",
+        "--steps", str(steps), "--prompts-per-step", "4", "--group-size", "1", "--top-k", "1",
         "--rollout-batch-size", "1", "--micro-batch-size", "2", "--max-new-tokens", "6",
         "--train-top-layers", "0", "--lr", "1e-3", "--save-every", "2", "--reward-workers", "1",
         "--threads", "1", "--no-plots", "--no-progress", "--output-dir", str(out),
@@ -56,26 +60,37 @@ def _run(launcher: list[str], model_dir: Path, out: Path) -> None:
         env.pop(name, None)
     proc = subprocess.run(launcher + args, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, f"{launcher}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def _torchrun() -> list[str]:
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "-m", "rewardlab",
+    ]
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(tiny_model_dir, tmp_path_factory) -> Path:
+    """A straight 2-step, 2-rank run (shared by both tests)."""
+    out = tmp_path_factory.mktemp("dist") / "two"
+    _run(_torchrun(), tiny_model_dir, out)
+    return out
 
 
 def _metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def _weights(out: Path) -> dict[str, torch.Tensor]:
+def _weights(out: Path, step: int = 2) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
-    return load_file(out / "checkpoints" / "step-000002" / "model.safetensors")
+    return load_file(out / "checkpoints" / f"step-{step:06d}" / "model.safetensors")
 
 
-def test_torchrun_two_ranks_equals_one_process(tiny_model_dir, tmp_path):
-    one, two = tmp_path / "one", tmp_path / "two"
+def test_torchrun_two_ranks_equals_one_process(tiny_model_dir, tmp_path, two_rank_run):
+    one, two = tmp_path / "one", two_rank_run
     _run([sys.executable, "-m", "rewardlab"], tiny_model_dir, one)
-    torchrun = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-        "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), "-m", "rewardlab",
-    ]
-    _run(torchrun, tiny_model_dir, two)
 
     m1, m2 = _metrics(one), _metrics(two)
     assert [r["step"] for r in m1] == [r["step"] for r in m2] == [1, 2]
@@ -98,3 +113,29 @@ def _saved_weights(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     return load_file(path / "model.safetensors")
+
+
+def test_torchrun_two_ranks_resume_equals_straight_run(tiny_model_dir, tmp_path, two_rank_run):
+    from rewardlab.checkpoint import checkpoint_dir, load_trainer_state
+
+    split = tmp_path / "split"
+    _run(_torchrun(), tiny_model_dir, split, steps=1)  # stops after step 1 (saved: last step)
+    state = load_trainer_state(checkpoint_dir(split, 1))
+    rngs = state["rng_per_rank"]
+    assert len(rngs) == 2 and not torch.equal(rngs[0]["torch"], rngs[1]["torch"])  # ranks seeded apart
+    adam = state["optimizer"]["state"]
+    assert adam and all(isinstance(k, str) for k in adam)  # keyed by parameter name, not id
+    first = next(iter(adam.values()))["exp_avg"]
+    assert type(first) is torch.Tensor  # unsharded (not a DTensor)
+    resumed = _run(_torchrun(), tiny_model_dir, split, steps=2)
+    assert "resuming from step-000001" in resumed.stdout
+
+    a, b = _metrics(two_rank_run), _metrics(split)
+    assert [r["step"] for r in b] == [1, 2]
+    for x, y in zip(a, b):
+        for k in ("reward/mean", "loss", "grad_norm", "lr"):
+            assert y[k] == pytest.approx(x[k], rel=1e-5, abs=1e-7), (k, x["step"])
+    wa, wb = _weights(two_rank_run), _weights(split)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        torch.testing.assert_close(wb[name], wa[name], rtol=1e-5, atol=1e-6)

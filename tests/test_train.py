@@ -118,6 +118,29 @@ def test_every_algo_runs_two_steps(algo, tiny_model_dir, tmp_path):
         assert (out / "plots" / "reward.png").stat().st_size > 1000
 
 
+def test_format_weight_combines_task_and_format_rewards(tiny_model_dir, tmp_path):
+    out = tmp_path / "fmt"
+    run_cli(base_args(tiny_model_dir, out, algo="grpo", format_weight=0.5))
+    main = "test_train.length_mod_reward"
+    metrics = read_jsonl(out / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert m[f"rewards/{main}/mean"] is not None and m["rewards/format/mean"] is not None
+        assert "rollout/logp_abs_diff" not in m  # the HF engine reports no log-probs of its own
+    rollouts = read_jsonl(out / "rollouts.jsonl")
+    assert len(rollouts) == 2 * 2 * 4
+    for r in rollouts:
+        comps = r["components"]
+        assert set(comps) == {main, "format"}
+        assert comps[main] == (len(r["completion"]) % 3) / 2  # the task reward, unweighted
+        assert r["reward"] == pytest.approx(comps[main] + 0.5 * (comps["format"] or 0.0))  # weighted sum
+        assert set(r["info"]["component_info"]) == {main, "format"}
+    for step in (1, 2):
+        rows = [r for r in rollouts if r["step"] == step]
+        task_mean = sum(r["components"][main] for r in rows) / len(rows)
+        assert metrics[step - 1][f"rewards/{main}/mean"] == pytest.approx(task_mean)
+
+
 def test_dapo_dynamic_sampling_drops_zero_variance_groups_and_regenerates(tiny_model_dir, tmp_path):
     out = tmp_path / "dapo"
     run_cli(base_args(tiny_model_dir, out, algo="dapo", reward="test_train.parity_reward", prompts_per_step=4,

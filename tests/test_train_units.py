@@ -104,3 +104,65 @@ def test_shared_prompt_gradients_match_the_padded_forward(tiny_model_dir):
     assert grads[0].keys() == grads[1].keys()
     for n in grads[0]:
         torch.testing.assert_close(grads[1][n], grads[0][n], rtol=1e-4, atol=1e-5, msg=n)
+
+
+class _LogprobEngine:
+    """Stands in for the vLLM engine: HF sampling plus per-token log-probs ``OFFSET`` below the
+    policy's own, so the trainer's mismatch metrics have a known value."""
+
+    OFFSET = 0.25
+
+    def __init__(self, model, tokenizer, **kw):
+        from rewardlab.rollout import HFEngine
+
+        self.kw = kw
+        self.model = model
+        self.hf = HFEngine(model, tokenizer, batch_size=64)
+
+    def generate(self, prompts, n, sampling):
+        import dataclasses
+
+        from rewardlab.vllm_engine import VLLMCompletion
+
+        out = []
+        for c in self.hf.generate(prompts, n, sampling):
+            s = _sample(list(c.prompt_ids), list(c.token_ids))
+            with torch.no_grad():
+                lp, _ = token_logprobs(self.model, pad_batch([s], 0, "cpu"))  # (1, R)
+            lps = (lp[0, : len(c.token_ids)] - self.OFFSET).tolist()
+            out.append(VLLMCompletion(**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)}, logprobs=lps))
+        return out
+
+    def load_weights(self, model):
+        self.hf.load_weights(model)
+
+
+def test_rollout_logprob_mismatch_is_logged_and_not_used_as_old_logp(tiny_model_dir, tmp_path, monkeypatch):
+    import json
+
+    from rewardlab import rollout
+    from rewardlab.config import build_config
+    from rewardlab.train import train
+
+    engines = []
+
+    def fake_make_engine(kind, model, tokenizer, **kw):
+        assert kind == "vllm"
+        engines.append(_LogprobEngine(model, tokenizer, **kw))
+        return engines[-1]
+
+    monkeypatch.setattr(rollout, "make_engine", fake_make_engine)
+    cfg = build_config(None, {
+        "model": str(tiny_model_dir), "output_dir": str(tmp_path / "run"), "algo": "grpo", "rollout": "vllm",
+        "vllm_gpu_memory_utilization": "0.5", "steps": "1", "prompts_per_step": "2", "group_size": "2",
+        "max_new_tokens": "6", "reward": "format", "reward_workers": "1", "threads": "1", "progress": "false",
+        "plots": "false", "task_limit": "8",
+    })
+    train(cfg)
+    assert engines[0].kw == {"gpu_memory_utilization": 0.5, "enable_sleep_mode": False, "seed": 0}
+    (m,) = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    off = _LogprobEngine.OFFSET
+    assert abs(m["rollout/logp_abs_diff"] - off) < 1e-3 and abs(m["rollout/logp_max_abs_diff"] - off) < 1e-3
+    assert abs(m["rollout/ratio_mean"] - float(torch.tensor(off).exp())) < 1e-3
+    # old_logp is the trainer's own: on-policy, the ratio is exactly 1 (the engine's would give exp(0.25))
+    assert abs(m["approx_kl_old"]) < 1e-6 and m["clip_frac"] == 0.0
