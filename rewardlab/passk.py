@@ -1,0 +1,188 @@
+"""pass@k and the statistics behind every number an eval report prints.
+
+Pure functions over per-problem counts; no torch, no I/O. Used by :mod:`rewardlab.evaluate`.
+
+* :func:`pass_at_k` is the unbiased estimator of Chen et al. (2021, "Evaluating Large Language
+  Models Trained on Code", eq. 1): with ``n`` samples of which ``c`` are correct,
+  ``pass@k = 1 - C(n - c, k) / C(n, k)``, computed as a stable product.
+* :func:`summarize` turns per-problem estimates into a mean, its standard error over problems
+  (``sd(ddof=1) / sqrt(N)``, the way lm-evaluation-harness reports ``*_stderr``) and a 95%
+  interval (Wilson score interval when every per-problem value is 0 or 1, else normal).
+* :func:`paired_difference` compares two runs on the *same* problems: the mean per-problem
+  difference, its paired standard error and 95% interval (Newcombe's paired score interval for
+  0/1 outcomes, else normal), the counts of problems that improved or regressed, and an exact
+  two-sided sign (McNemar) test p-value over the discordant problems.
+
+    >>> round(pass_at_k(5, 2, 1), 3)
+    0.4
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+Z95 = 1.959963984540054  # two-sided 95% standard-normal quantile
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem with ``n`` samples, ``c`` of them correct (needs ``k <= n``)."""
+    if not (0 <= c <= n):
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not (1 <= k <= n):
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    # 1 - prod_{i=n-c+1}^{n} (1 - k / i): equal to 1 - C(n-c, k) / C(n, k) without huge binomials.
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+@dataclass
+class Summary:
+    """Mean of per-problem values with its uncertainty."""
+
+    value: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    n: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def wilson_interval(successes: float, total: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (sensible at 0/N and N/N, unlike the normal one)."""
+    if total <= 0:
+        return (0.0, 1.0)
+    p = successes / total
+    denom = 1.0 + z * z / total
+    centre = (p + z * z / (2 * total)) / denom
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
+    lo = 0.0 if successes <= 0 else max(0.0, centre - half)  # exact ends: no float dust at 0/N, N/N
+    hi = 1.0 if successes >= total else min(1.0, centre + half)
+    return (lo, hi)
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var)
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """Mean, standard error over problems and a 95% interval of per-problem scores in [0, 1]."""
+    n = len(values)
+    if n == 0:
+        return Summary(float("nan"), float("nan"), float("nan"), float("nan"), "none", 0)
+    mean, sd = _mean_sd(values)
+    se = sd / math.sqrt(n)
+    if all(v in (0.0, 1.0) for v in values):
+        lo, hi = wilson_interval(sum(values), n)
+        method = "wilson"
+    else:
+        lo, hi = max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se)
+        method = "normal"
+    return Summary(mean, se, lo, hi, method, n)
+
+
+def sign_test_p(improved: int, regressed: int) -> float:
+    """Exact two-sided binomial (McNemar / sign) test p-value over discordant pairs."""
+    m = improved + regressed
+    if m == 0:
+        return 1.0
+    tail = sum(math.comb(m, i) for i in range(0, min(improved, regressed) + 1)) / 2**m
+    return min(1.0, 2.0 * tail)
+
+
+@dataclass
+class PairedDiff:
+    """B minus A on the same problems."""
+
+    a: float
+    b: float
+    delta: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    improved: int
+    regressed: int
+    p_value: float
+    n: int
+    ci_method: str = "normal"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def newcombe_paired_interval(a: Sequence[float], b: Sequence[float], z: float = Z95) -> tuple[float, float]:
+    """95% interval for ``mean(b) - mean(a)`` on paired 0/1 outcomes (Newcombe 1998, method 10).
+
+    Built from the two Wilson intervals and the within-pair correlation; unlike the normal
+    interval it does not collapse to a single point when no problem changed (0 of 16 discordant
+    still leaves a difference of up to about +-19% plausible).
+    """
+    n = len(a)
+    both = sum(1 for x, y in zip(a, b) if x and y)  # Newcombe's a (first = b, second = a)
+    only_b = sum(1 for x, y in zip(a, b) if y and not x)  # b
+    only_a = sum(1 for x, y in zip(a, b) if x and not y)  # c
+    neither = n - both - only_b - only_a  # d
+    p1, p2 = (both + only_b) / n, (both + only_a) / n
+    l1, u1 = wilson_interval(both + only_b, n, z)
+    l2, u2 = wilson_interval(both + only_a, n, z)
+    denom = (both + only_b) * (only_a + neither) * (both + only_a) * (only_b + neither)
+    cross = both * neither - only_b * only_a
+    if cross > 0:
+        cross = max(cross - n / 2, 0.0)
+    phi = cross / math.sqrt(denom) if denom > 0 else 0.0
+    delta = p1 - p2
+    lo = delta - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    hi = delta + math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    return max(-1.0, lo), min(1.0, hi)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDiff:
+    """Paired comparison of per-problem scores ``a[i]`` and ``b[i]`` (same problem at the same index).
+
+    The 95% interval is Newcombe's paired score interval when every value is 0 or 1 (greedy
+    pass@1), else ``delta +- 1.96 * sd(b - a) / sqrt(N)`` (normal approximation over problems);
+    ``p_value`` is the exact sign test over problems whose score went up or down.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
+    n = len(a)
+    if n == 0:
+        nan = float("nan")
+        return PairedDiff(nan, nan, nan, nan, nan, nan, 0, 0, 1.0, 0)
+    diffs = [y - x for x, y in zip(a, b)]
+    delta, sd = _mean_sd(diffs)
+    se = sd / math.sqrt(n)
+    improved = sum(d > 0 for d in diffs)
+    regressed = sum(d < 0 for d in diffs)
+    if all(v in (0.0, 1.0) for v in list(a) + list(b)):
+        lo, hi = newcombe_paired_interval(a, b)
+        method = "newcombe"
+    else:
+        lo, hi = delta - Z95 * se, delta + Z95 * se
+        method = "normal"
+    return PairedDiff(
+        a=sum(a) / n,
+        b=sum(b) / n,
+        delta=delta,
+        stderr=se,
+        ci_low=lo,
+        ci_high=hi,
+        improved=improved,
+        regressed=regressed,
+        p_value=sign_test_p(improved, regressed),
+        n=n,
+        ci_method=method,
+    )

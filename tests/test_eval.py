@@ -1,0 +1,371 @@
+"""The eval runner end to end: specs, a tiny random model through the real CLI, oracle and
+always-wrong "models" through the Python API, resume after SIGKILL, comparison and chart.
+
+Data-dependent tests skip when no data directory is present (CI sets REWARDLAB_DATA_DIR).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import data_dir
+from rewardlab import evaluate
+from rewardlab.errors import RewardlabError
+from rewardlab.evaluate import SampleStore, last_boxed, load_rows, load_spec, run_eval
+
+DATA = data_dir()
+needs_data = pytest.mark.skipif(DATA is None, reason="no evaluation data directory (set REWARDLAB_DATA_DIR)")
+
+
+def cli(*args: str, env_extra: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **(env_extra or {})}
+    if DATA is not None:
+        env.setdefault("REWARDLAB_DATA_DIR", str(DATA))
+    return subprocess.run([sys.executable, "-m", "rewardlab", "eval", *args], capture_output=True, text=True, env=env, **kw)
+
+
+def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], r.stderr
+
+
+# ----------------------------------------------------------------------------- specs and parsing
+
+
+@pytest.mark.parametrize("name,size,grader", [("gsm8k", 1319, "math"), ("math500", 500, "math"), ("math", 5000, "math"), ("humaneval", 164, "code")])
+def test_builtin_specs_are_complete(name, size, grader):
+    spec = load_spec(name)
+    assert spec.name == name and spec.grader == grader
+    assert spec.data["size"] == size and spec.data["local"] and spec.data["hub"]["path"]
+    assert spec.prompt["shots"] == 0 and "{" in spec.prompt["template"]
+    assert len(spec.template_sha256) == 64 and spec.sampling["temperature"] == 0.0
+
+
+@needs_data
+@pytest.mark.parametrize("name,size", [("gsm8k", 1319), ("math500", 500), ("math", 5000), ("humaneval", 164)])
+def test_rows_and_references(name, size):
+    rows, source = load_rows(load_spec(name), DATA)
+    assert len(rows) == size == source["records"] and "warning" not in source
+    assert len(source["sha256"]) == 64
+    first = load_rows(load_spec(name), DATA, limit=3)[0]
+    assert [r.id for r in first] == [r.id for r in rows[:3]]  # --limit = first N in file order
+
+
+@needs_data
+def test_reference_extraction_matches_the_data_readme():
+    gsm = load_rows(load_spec("gsm8k"), DATA)[0]
+    assert gsm[0].reference == "18"  # "#### 18"
+    assert all("," not in r.reference for r in gsm)  # thousands separators stripped
+    m500 = load_rows(load_spec("math500"), DATA, limit=1)[0][0]
+    assert m500.reference == r"\left( 3, \frac{\pi}{2} \right)"
+    math_rows = load_rows(load_spec("math"), DATA, limit=1)[0]
+    assert math_rows[0].reference == "2"
+    he = load_rows(load_spec("humaneval"), DATA, limit=1)[0][0]
+    assert he.id == "HumanEval/0" and he.reference["entry_point"] == "has_close_elements"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (r"so \boxed{5}", "5"),  # plain
+        (r"\boxed{1} then \boxed{\frac{1}{2}}", r"\frac{1}{2}"),  # the last one wins
+        (r"\boxed{\left( 3, \frac{\pi}{2} \right)}", r"\left( 3, \frac{\pi}{2} \right)"),  # nested braces
+        (r"\fbox{7}", "7"),  # fbox variant
+        (r"\boxed{unclosed", None),  # unbalanced
+        ("no box", None),
+    ],
+)
+def test_last_boxed(text, expected):
+    assert last_boxed(text) == expected
+
+
+def test_user_spec_file(tmp_path):
+    spec = tmp_path / "tiny.yaml"
+    data = tmp_path / "data"
+    (data / "t").mkdir(parents=True)
+    (data / "t" / "q.jsonl").write_text("\n".join(json.dumps({"q": f"{i}+1?", "a": str(i + 1)}) for i in range(3)) + "\n")
+    spec.write_text(
+        "name: tiny\ndata: {local: t/q.jsonl, size: 3}\nreference: {kind: field, field: a}\n"
+        "prompt: {shots: 0, chat: false, template: 'Q: {q}'}\ngrader: math\n"
+    )
+    s = load_spec(str(spec))
+    rows, _ = load_rows(s, data)
+    assert [r.reference for r in rows] == ["1", "2", "3"] and rows[0].id == "tiny/0"
+    assert evaluate.render_prompt(s, rows[1], tokenizer=None) == "Q: 1+1?"
+
+
+def test_bad_specs_are_one_line_errors(tmp_path):
+    with pytest.raises(RewardlabError, match="unknown benchmark 'nope'"):
+        load_spec("nope")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    with pytest.raises(RewardlabError, match="missing data, reference, prompt, grader"):
+        load_spec(str(bad))
+    with pytest.raises(RewardlabError, match="does not exist"):
+        load_spec(str(tmp_path / "absent.yaml"))
+
+
+# ----------------------------------------------------------------------------- samples file
+
+
+def test_sample_store_drops_torn_tail_and_rejects_other_configs(tmp_path):
+    path = tmp_path / "samples_x.jsonl"
+    header = {"fingerprint": "abc", "config": {"n": 1}}
+    store = SampleStore(path, header)
+    assert store.load() == {}
+    store.append([{"id": "a", "scores": [1.0]}, {"id": "b", "scores": [0.0]}])
+    with open(path, "ab") as f:
+        f.write(b'{"id": "c", "sco')  # killed mid-write
+    done = SampleStore(path, header).load()
+    assert sorted(done) == ["a", "b"]
+    assert path.read_bytes().endswith(b"\n")  # the torn tail was cut before any new append
+    SampleStore(path, header).append([{"id": "c", "scores": [1.0]}])
+    assert sorted(SampleStore(path, header).load()) == ["a", "b", "c"]
+    with pytest.raises(RewardlabError, match=r"different configuration \(differs in: n\)"):
+        SampleStore(path, {"fingerprint": "zzz", "config": {"n": 4}}).load()
+
+
+# ----------------------------------------------------------------------------- oracle engines
+
+
+class OracleEngine:
+    """A "model" that answers each prompt from a lookup table (prompt text -> completion)."""
+
+    def __init__(self, answers: dict[str, str]):
+        self.answers = answers
+        self.calls = 0
+
+    def generate(self, prompts, n, sampling):
+        from rewardlab.rollout import Completion
+
+        self.calls += 1
+        return [
+            Completion(prompt_index=i, prompt_ids=[], token_ids=[0, 1], text=self.answers[p], finish_reason="stop")
+            for i, p in enumerate(prompts)
+            for _ in range(n)
+        ]
+
+
+def _humaneval_records(limit: int) -> dict[str, dict]:
+    with gzip.open(DATA / "humaneval" / "HumanEval.jsonl.gz", "rt") as f:
+        recs = [json.loads(line) for line in f][:limit]
+    return {r["task_id"]: r for r in recs}
+
+
+def _oracle(bench: str, limit: int, correct: bool) -> OracleEngine:
+    spec = load_spec(bench)
+    rows, _ = load_rows(spec, DATA, limit=limit)
+    answers = {}
+    he = _humaneval_records(limit) if bench == "humaneval" else {}
+    for row in rows:
+        prompt = evaluate.render_prompt(spec, row, tokenizer=None)
+        if bench == "humaneval":
+            rec = he[row.id]
+            body = rec["canonical_solution"] if correct else "    raise ValueError('wrong on purpose')\n"
+            answers[prompt] = "Here is the function:\n```python\n" + rec["prompt"] + body + "```\n"
+        elif correct:
+            answers[prompt] = f"Let me think step by step. The final answer is $\\boxed{{{row.reference}}}$."
+        else:
+            answers[prompt] = "Let me think step by step. The final answer is $\\boxed{-987654321}$."
+    return OracleEngine(answers)
+
+
+ORACLE_LIMITS = {"gsm8k": 5, "math500": 5, "humaneval": 3}
+
+
+@needs_data
+@pytest.mark.parametrize("correct", [True, False], ids=["perfect", "always-wrong"])
+def test_oracle_scores_100_and_always_wrong_scores_0(tmp_path, correct):
+    for bench, limit in ORACLE_LIMITS.items():
+        engine = _oracle(bench, limit, correct)
+        res = run_eval("oracle", [bench], tmp_path / bench, limit=limit, engine=engine, data_dir=DATA, progress=False)
+        flat = res["results"][bench]
+        assert flat["pass@1,none"] == (1.0 if correct else 0.0), res["details"][bench]
+        assert flat["n"] == limit
+        det = res["details"][bench]
+        assert det["grader_status"] == {"ok": limit} or not correct, det["grader_status"]
+        if correct:
+            assert det["metrics"]["pass@1"]["ci_high"] == 1.0
+
+
+@needs_data
+def test_pass_at_k_through_the_runner(tmp_path):
+    # n=4 samples at temperature > 0 from an engine that is right on samples 0 and 2 only.
+    spec = load_spec("gsm8k")
+    rows, _ = load_rows(spec, DATA, limit=3)
+
+    class Alternating:
+        def generate(self, prompts, n, sampling):
+            from rewardlab.rollout import Completion
+
+            assert sampling.temperature == 0.7
+            out = []
+            for i, p in enumerate(prompts):
+                ref = next(r.reference for r in rows if evaluate.render_prompt(spec, r, None) == p)
+                for j in range(n):
+                    text = f"\\boxed{{{ref}}}" if j % 2 == 0 else "\\boxed{-1}"
+                    out.append(Completion(i, [], [1], text, "stop"))
+            return out
+
+    res = run_eval("alt", ["gsm8k"], tmp_path, limit=3, n=4, k=[1, 2, 4], temperature=0.7, engine=Alternating(),
+                   data_dir=DATA, progress=False)
+    flat = res["results"]["gsm8k"]
+    assert flat["pass@1,none"] == pytest.approx(0.5)
+    assert flat["pass@2,none"] == pytest.approx(1 - 1 / 6)  # 1 - C(2,2)/C(4,2)
+    assert flat["pass@4,none"] == pytest.approx(1.0)
+    assert flat["pass@2_stderr,none"] == pytest.approx(0.0)
+    with pytest.raises(RewardlabError, match="k=8 with n=4"):
+        run_eval("alt", ["gsm8k"], tmp_path / "b", limit=3, n=4, k=[8], temperature=0.7, engine=Alternating(), data_dir=DATA)
+    with pytest.raises(RewardlabError, match="identical samples"):
+        run_eval("alt", ["gsm8k"], tmp_path / "c", limit=3, n=4, engine=Alternating(), data_dir=DATA)
+
+
+@needs_data
+def test_resume_generates_only_missing_problems(tmp_path):
+    eng = _oracle("gsm8k", 6, True)
+    run_eval("oracle", ["gsm8k"], tmp_path, limit=4, batch_size=2, engine=eng, data_dir=DATA, progress=False)
+    assert eng.calls == 2
+    res = run_eval("oracle", ["gsm8k"], tmp_path, limit=6, batch_size=2, engine=eng, data_dir=DATA, progress=False)
+    assert eng.calls == 3  # only the last slot was generated
+    lines = (tmp_path / "samples_gsm8k.jsonl").read_text().splitlines()
+    ids = [json.loads(x)["id"] for x in lines[1:]]
+    assert ids == [f"gsm8k/test/{i}" for i in range(6)]
+    assert res["results"]["gsm8k"]["n"] == 6
+
+
+@needs_data
+def test_compare_and_plot(tmp_path):
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    run_eval("wrong", ["gsm8k", "math500"], a, limit=4, engine=_merge(_oracle("gsm8k", 4, False), _oracle("math500", 4, False)), data_dir=DATA, progress=False)
+    run_eval("right", ["gsm8k", "math500"], b, limit=4, engine=_merge(_oracle("gsm8k", 4, True), _oracle("math500", 4, True)), data_dir=DATA, progress=False)
+    png = tmp_path / "cmp.png"
+    r = cli("--compare", str(a / "results.json"), str(b / "results.json"), "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    assert "gsm8k" in r.stdout and "+100.0" in r.stdout and "+4/-0" in r.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    cmp = evaluate.compare_results(a, b)
+    row = cmp["rows"][0]
+    assert row["delta"] == 1.0 and row["n"] == 4 and row["p_value"] == pytest.approx(2 / 16)
+
+
+@needs_data
+def test_compare_sides_can_span_several_results_files(tmp_path):
+    for bench in ("gsm8k", "math500"):
+        run_eval("wrong", [bench], tmp_path / f"a_{bench}", limit=3, engine=_oracle(bench, 3, False), data_dir=DATA, progress=False)
+        run_eval("right", [bench], tmp_path / f"b_{bench}", limit=3, engine=_oracle(bench, 3, True), data_dir=DATA, progress=False)
+    cmp = evaluate.compare_results(f"{tmp_path / 'a_gsm8k'},{tmp_path / 'a_math500'}", f"{tmp_path / 'b_gsm8k'},{tmp_path / 'b_math500'}")
+    assert [(r["benchmark"], r["delta"], r["n"]) for r in cmp["rows"]] == [("gsm8k", 1.0, 3), ("math500", 1.0, 3)]
+    with pytest.raises(RewardlabError, match="appears in both"):
+        evaluate.compare_results(f"{tmp_path / 'a_gsm8k'},{tmp_path / 'a_gsm8k'}", str(tmp_path / "b_gsm8k"))
+
+
+def _merge(*engines: OracleEngine) -> OracleEngine:
+    answers: dict[str, str] = {}
+    for e in engines:
+        answers.update(e.answers)
+    return OracleEngine(answers)
+
+
+# ----------------------------------------------------------------------------- the real CLI
+
+
+def test_cli_bad_input_is_one_line(tmp_path, tiny_model_dir):
+    one_line_error(cli(str(tiny_model_dir), "--suite", "gsm8k,nope"), "unknown benchmark 'nope'")
+    not_model = tmp_path / "not-a-model"
+    not_model.mkdir()
+    (not_model / "weights.txt").write_text("hello")
+    if DATA is not None:  # data loads before the model, so this check needs the data
+        one_line_error(cli(str(not_model), "--suite", "gsm8k", "--data-dir", str(DATA)), "is not a model")
+    one_line_error(cli(str(tiny_model_dir), "--suite", "gsm8k", "--data-dir", str(tmp_path)), "data not found")
+    one_line_error(cli("--compare", str(tmp_path / "x.json"), str(tmp_path / "y.json")), "no results file")
+
+
+@needs_data
+def test_cli_tiny_model_every_benchmark(tmp_path, tiny_model_dir):
+    out = tmp_path / "out"
+    r = cli(str(tiny_model_dir), "--suite", "gsm8k,math500,math,humaneval", "--limit", "2", "--max-new-tokens", "12",
+            "--batch-size", "2", "--output", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    res = json.loads((out / "results.json").read_text())
+    for bench in ("gsm8k", "math500", "math", "humaneval"):
+        assert bench in r.stdout
+        flat = res["results"][bench]
+        assert flat["n"] == 2 and 0.0 <= flat["pass@1,none"] <= 1.0 and "pass@1_stderr,none" in flat
+        conf = res["configs"][bench]
+        assert len(conf["prompt_template_sha256"]) == 64 and len(conf["chat_template_sha256"]) == 64
+        assert conf["sampling"]["max_new_tokens"] == 12 and conf["grader"] in ("math", "code")
+        assert conf["data"]["source"] == "local" and len(conf["data"]["sha256"]) == 64
+        lines = (out / f"samples_{bench}.jsonl").read_text().splitlines()
+        assert "header" in json.loads(lines[0]) and len(lines) == 3
+        rec = json.loads(lines[1])
+        assert {"prompt", "completions", "extracted", "scores", "status", "info"} <= set(rec)
+        assert "<|im_start|>assistant" in rec["prompt"]  # the chat template was applied
+    for key in ("versions", "n-shot", "higher_is_better"):  # lm-evaluation-harness top-level sections
+        assert set(res[key]) == {"gsm8k", "math500", "math", "humaneval"}
+    assert res["n-samples"]["math500"] == {"original": 500, "effective": 2}
+    cfg = res["config"]
+    assert cfg["model"] == str(Path(tiny_model_dir).resolve()) and cfg["seed"] == 0 and cfg["limit"] == 2
+    assert res["rewardlab_version"] and res["date"] and "git_hash" in res
+
+
+@needs_data
+def test_cli_kill_and_resume(tmp_path, tiny_model_dir):
+    args = [str(tiny_model_dir), "--suite", "gsm8k", "--limit", "8", "--batch-size", "1", "--max-new-tokens", "32", "--quiet"]
+    killed = tmp_path / "killed"
+    samples = killed / "samples_gsm8k.jsonl"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_DATA_DIR": str(DATA)}
+    proc = subprocess.Popen([sys.executable, "-m", "rewardlab", "eval", *args, "--output", str(killed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if samples.exists() and samples.read_bytes().count(b"\n") >= 3:  # header + 2 problems
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the eval finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = samples.read_bytes().count(b"\n") - 1
+    assert 2 <= partial < 8
+    r = cli(*args, "--output", str(killed))
+    assert r.returncode == 0, r.stderr
+    full = tmp_path / "full"
+    r2 = cli(*args, "--output", str(full))
+    assert r2.returncode == 0, r2.stderr
+
+    def recs(d):
+        lines = (d / "samples_gsm8k.jsonl").read_text().splitlines()[1:]
+        return [json.loads(x) for x in lines]
+
+    resumed, straight = recs(killed), recs(full)
+    assert sorted(r["id"] for r in resumed) == sorted(f"gsm8k/test/{i}" for i in range(8))  # none lost, none twice
+    by_id = {r["id"]: r for r in straight}
+    for rec in resumed:
+        assert rec["completions"] == by_id[rec["id"]]["completions"]
+        assert rec["scores"] == by_id[rec["id"]]["scores"]
+    ra = json.loads((killed / "results.json").read_text())
+    rb = json.loads((full / "results.json").read_text())
+    assert ra["results"] == rb["results"] and ra["details"] == rb["details"]
+
+
+def test_run_directory_resolves_to_latest_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    for step in ("step-000005", "step-000010"):
+        (run / "checkpoints" / step).mkdir(parents=True)
+        (run / "checkpoints" / step / "config.json").write_text("{}")
+    (run / "checkpoints" / "step-000020").mkdir()  # a half-written save without config.json is skipped
+    assert evaluate.resolve_model_path(str(run)) == str(run / "checkpoints" / "step-000010")
+    assert evaluate.resolve_model_path("org/model") == "org/model"  # hub ids pass through
+    with pytest.raises(RewardlabError, match="not a model"):
+        evaluate.resolve_model_path(str(tmp_path / "run" / "checkpoints"))
