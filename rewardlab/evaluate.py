@@ -1,4 +1,4 @@
-"""The eval runner: GSM8K, MATH-500, MATH and HumanEval with reproducible, self-describing results.
+"""The eval runner: GSM8K, MATH-500, MATH, HumanEval and the built-in `arith` task, with reproducible, self-describing results.
 
 What it simplifies: one command generates ``n`` samples per problem, grades them with rewardlab's
 own rewards (math: symbolic equivalence; code: the sandboxed code reward), computes pass@k with
@@ -35,13 +35,11 @@ counts of problems that improved / regressed, and an exact sign-test p-value.
 from __future__ import annotations
 
 import datetime as _dt
-import gzip
 import hashlib
 import importlib.resources
 import json
 import os
 import platform
-import re
 import shlex
 import subprocess
 import sys
@@ -55,6 +53,7 @@ import yaml
 from rewardlab import __version__
 from rewardlab.errors import RewardlabError
 from rewardlab.passk import Summary, paired_difference, pass_at_k, summarize
+from rewardlab.tasks import file_sha256, last_boxed, read_jsonl
 
 RESULTS_FILE = "results.json"
 SAMPLES_FORMAT = 1
@@ -133,8 +132,13 @@ def load_spec(name_or_path: str | os.PathLike) -> BenchmarkSpec:
     if shots != 0:
         raise RewardlabError(f"spec {where}: prompt.shots={shots}; rewardlab specs are zero-shot (put exemplars in the template)")
     data = dict(raw["data"])
-    if "local" not in data and "hub" not in data:
-        raise RewardlabError(f"spec {where}: data needs a local file name and/or a hub source")
+    if "task" in data:
+        if "local" in data or "hub" in data:
+            raise RewardlabError(f"spec {where}: data.task cannot be combined with data.local or data.hub")
+        if not isinstance(data["task"], dict) or "name" not in data["task"]:
+            raise RewardlabError(f"spec {where}: data.task must be a mapping with a name (e.g. {{name: arith}})")
+    elif "local" not in data and "hub" not in data:
+        raise RewardlabError(f"spec {where}: data needs a local file name and/or a hub source, or a built-in task")
     sampling = {"n": 1, "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 512, **(raw.get("sampling") or {})}
     metrics = {"k": [1], **(raw.get("metrics") or {})}
     return BenchmarkSpec(
@@ -182,27 +186,6 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
         return None
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    records = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    raise RewardlabError(f"{path}:{lineno} is not valid JSON") from None
-    return records
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _load_hub(hub: dict[str, Any]) -> list[dict[str, Any]]:
     import datasets
 
@@ -211,17 +194,44 @@ def _load_hub(hub: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(r) for r in ds]
 
 
+def _task_records(spec: BenchmarkSpec) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Records from a built-in ``rewardlab.tasks`` task (``data.task``), in the task's row order.
+
+    Each record holds the row's ``meta`` fields plus ``id``, ``reference`` and ``user`` (the text of
+    the row's single user message, i.e. exactly the prompt training uses). The generated rows have no
+    file, so the sha256 of their canonical JSON is recorded instead.
+    """
+    from rewardlab.tasks import load_task
+
+    task = spec.data["task"]
+    name, split, seed = str(task["name"]), str(task.get("split", spec.data.get("split", "test"))), int(task.get("seed", 0))
+    records = []
+    for row in load_task(name, split, seed=seed):
+        prompt = row.prompt
+        if isinstance(prompt, list):
+            if len(prompt) != 1 or prompt[0].get("role") != "user":
+                raise RewardlabError(f"{spec.name}: task {name} rows are not a single user message")
+            prompt = prompt[0]["content"]
+        records.append({**row.meta, "id": row.id, "reference": row.reference, "user": prompt})
+    blob = json.dumps(records, sort_keys=True, default=str).encode()
+    return records, {"source": "task", "task": name, "split": split, "seed": seed,
+                     "sha256": hashlib.sha256(blob).hexdigest()}
+
+
 def load_records(spec: BenchmarkSpec, data_dir: str | os.PathLike | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Raw records in file order and a description of where they came from.
 
-    The local file (``data.local`` under the data directory) is used when present, so a number is
-    tied to a file whose sha256 is recorded; otherwise the hub dataset (``data.hub``) is tried.
+    A built-in task (``data.task``) is generated by ``rewardlab.tasks``. Otherwise the local file
+    (``data.local`` under the data directory) is used when present, so a number is tied to a file
+    whose sha256 is recorded; otherwise the hub dataset (``data.hub``) is tried.
     """
+    if "task" in spec.data:
+        return _task_records(spec)
     root = resolve_data_dir(data_dir)
     local = spec.data.get("local")
     if local and root is not None and (root / local).is_file():
         path = root / local
-        return _read_records(path), {"source": "local", "path": str(path.resolve()), "sha256": _file_sha256(path)}
+        return read_jsonl(path), {"source": "local", "path": str(path.resolve()), "sha256": file_sha256(path)}
     hub = spec.data.get("hub")
     if hub:
         from rewardlab.models import hub_reachable
@@ -234,26 +244,6 @@ def load_records(spec: BenchmarkSpec, data_dir: str | os.PathLike | None = None)
             return records, {"source": "hub", **hub}
     where = f"{root / local}" if (root is not None and local) else f"{local} (no data directory; set REWARDLAB_DATA_DIR)"
     raise RewardlabError(f"{spec.name}: data not found at {where} and the hub is not reachable")
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces matched."""
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
-    if not starts:
-        return None
-    i = starts[-1]
-    depth = 1
-    j = i
-    while j < len(text):
-        ch = text[j]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j]
-        j += 1
-    return None
 
 
 def _reference(spec: BenchmarkSpec, rec: dict[str, Any]) -> Any:
@@ -358,7 +348,8 @@ class SampleStore:
                 f.truncate(good_end)
                 f.flush()
                 os.fsync(f.fileno())
-        lines = data[:good_end].decode("utf-8").splitlines()
+        # split on "\n" only: str.splitlines also breaks on U+2028/U+0085, which json.dumps(ensure_ascii=False) leaves raw
+        lines = data[:good_end].decode("utf-8").split("\n")[:-1]
         try:
             header = json.loads(lines[0])["header"]
         except (IndexError, KeyError, json.JSONDecodeError):

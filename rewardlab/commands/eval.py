@@ -39,7 +39,7 @@ def _default_output(model: str) -> Path:
 @click.command("eval")
 @click.argument("model", required=False)
 @click.option("--suite", default=None,
-              help="Comma-separated benchmarks: gsm8k, math500, math, humaneval, or names from --spec files "
+              help="Comma-separated benchmarks: gsm8k, math500, math, humaneval, arith, or names from --spec files "
                    "[default: gsm8k,math500,humaneval; with --spec: the spec files' benchmarks].")
 @click.option("--limit", type=int, default=None, help="Evaluate the first N problems of each benchmark, in data-file order.")
 @click.option("--n", "n", type=int, default=None, help="Samples per problem (default from the spec: 1).")
