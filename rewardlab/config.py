@@ -404,7 +404,7 @@ class Derived:
         """A short human-readable table of the sizes."""
         return "\n".join(
             [
-                f"  prompts per step            {self.prompts_per_step}  (x group size = {self.completions_per_step} completions)",
+                f"  prompts per step            {self.prompts_per_step}  x {self.completions_per_step // self.prompts_per_step} per group = {self.completions_per_step} completions",
                 f"  mini-batches x epochs       {self.mini_batches} x {self.epochs} = {self.optimizer_steps_per_rollout} optimizer steps per rollout"
                 f"  ({'off-policy: old log-probs recomputed' if self.off_policy else 'on-policy: ratio is 1'})",
                 f"  completions per mini-batch  {self.completions_per_mini_batch} global, {self.completions_per_mini_batch_per_rank} per rank"
