@@ -458,6 +458,9 @@ def train(cfg: TrainConfig) -> Path:
     from rewardlab.logging import JsonlWriter, MetricsLogger, truncate_jsonl
     from rewardlab.rewards.pool import score_batch
     from rewardlab.rollout import SamplingParams, format_prompt, make_engine
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # HF's load/save bars would break into our progress line
 
     # --- setup: sizes, run directory, resume point ---
     dist = distributed.init()
