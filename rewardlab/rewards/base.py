@@ -74,6 +74,14 @@ class Reward(Protocol):
     def __call__(self, completion: str, reference: Any, **meta: Any) -> RewardResult: ...
 
 
+class CheapReward:
+    """Mixin for rewards cheap enough to always decide on the caller's thread (string checks,
+    counting, arithmetic): ``fast``, the hook ``pool.score_batch`` tries first, is the call itself."""
+
+    def fast(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
+        return self(completion, reference, **meta)  # type: ignore[operator]
+
+
 _REGISTRY: dict[str, Callable[..., RewardResult]] = {}
 
 

@@ -24,12 +24,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rewardlab.rewards.base import RewardResult, register
+from rewardlab.rewards.base import CheapReward, RewardResult, register
 
 __all__ = ["ThinkAnswerFormat", "OneAnswer", "RegexReward", "boxed_spans", "find_boxed", "find_hash_answers"]
 
 
-class ThinkAnswerFormat:
+class ThinkAnswerFormat(CheapReward):
     """1.0 when the completion is ``<think>reasoning</think>`` followed by ``<answer>answer</answer>``.
 
     ``strict=True``: only whitespace may surround and separate the two blocks, each tag appears
@@ -66,10 +66,6 @@ class ThinkAnswerFormat:
             f"ThinkAnswerFormat(think_tag={self.think_tag!r}, answer_tag={self.answer_tag!r}, "
             f"strict={self.strict}, name={self.name!r})"
         )
-
-    def fast(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
-        """Linear-time string checks: always decided on the caller's thread (see ``pool.score_batch``)."""
-        return self(completion, reference, **meta)
 
     def __call__(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
         t, a = self.think_tag, self.answer_tag
@@ -147,7 +143,7 @@ def find_hash_answers(text: str) -> list[str]:
     return [m.group("ans").strip() for m in _HASH_LINE.finditer(text)]
 
 
-class OneAnswer:
+class OneAnswer(CheapReward):
     """1.0 when the completion gives exactly one non-empty final answer in an accepted form.
 
     ``forms`` is any of ``"boxed"`` (``\\boxed{...}``) and ``"hash"`` (a ``#### answer`` line, GSM8K
@@ -168,10 +164,6 @@ class OneAnswer:
 
     def __repr__(self) -> str:
         return f"OneAnswer(forms={self.forms!r}, name={self.name!r})"
-
-    def fast(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
-        """Linear-time string checks: always decided on the caller's thread (see ``pool.score_batch``)."""
-        return self(completion, reference, **meta)
 
     def __call__(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
         text = completion or ""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rewardlab.rewards.base import RewardResult, register
+from rewardlab.rewards.base import CheapReward, RewardResult, register
 
 __all__ = ["Overlong", "CosineLength", "RepetitionPenalty", "token_count"]
 
@@ -52,7 +52,7 @@ def _param(value: Any, meta: dict[str, Any], *keys: str) -> Any:
     return None
 
 
-class Overlong:
+class Overlong(CheapReward):
     """DAPO soft overlong punishment: ``min(-(n - (max_len - cache_len)) / cache_len * factor, 0)``.
 
     ``n`` is the completion length in tokens, ``max_len`` the generation limit (L_max) and
@@ -73,10 +73,6 @@ class Overlong:
 
     def __repr__(self) -> str:
         return f"Overlong(max_len={self.max_len}, cache_len={self.cache_len}, factor={self.factor}, name={self.name!r})"
-
-    def fast(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
-        """Cheap arithmetic / counting: always decided on the caller's thread (see ``pool.score_batch``)."""
-        return self(completion, reference, **meta)
 
     def __call__(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
         n = token_count(meta)
@@ -192,7 +188,7 @@ class CosineLength:
         return self._score(inner, meta)
 
 
-class RepetitionPenalty:
+class RepetitionPenalty(CheapReward):
     """``-weight * (1 - unique n-grams / total n-grams)`` over whitespace-separated words.
 
     0 for text without repeated n-grams (and for text shorter than one n-gram), approaching
@@ -208,10 +204,6 @@ class RepetitionPenalty:
 
     def __repr__(self) -> str:
         return f"RepetitionPenalty(ngram={self.ngram}, weight={self.weight}, name={self.name!r})"
-
-    def fast(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
-        """Cheap arithmetic / counting: always decided on the caller's thread (see ``pool.score_batch``)."""
-        return self(completion, reference, **meta)
 
     def __call__(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
         words = (completion or "").lower().split()
