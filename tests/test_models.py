@@ -201,49 +201,41 @@ def test_embedded_default_model(monkeypatch, tmp_path):
     assert "5" in out.text
 
 
-def test_conversion_race_keeps_the_complete_folder(monkeypatch, tmp_path, tiny_model_dir):
-    """Two processes converting at once: the loser's rename fails and it keeps the winner's folder."""
+@pytest.fixture
+def fake_gguf(monkeypatch, tmp_path, tiny_model_dir):
+    """A stand-in GGUF file whose "dequantized" model and tokenizer are the tiny model's."""
     import transformers
 
-    target = tmp_path / "cache" / "smollm2"
-    shutil.copytree(tiny_model_dir, target)  # the "winner" already renamed a complete folder in place
-    (target / "rewardlab_provenance.json").write_text("{}")
     real_tok, real_model = transformers.AutoTokenizer.from_pretrained, transformers.AutoModelForCausalLM.from_pretrained
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: real_tok(tiny_model_dir))
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: real_model(tiny_model_dir))
     fake = tmp_path / "m.gguf"
     fake.write_bytes(b"GGUF")
-    assert models.convert_wheel_gguf(fake, target) == target
+    return fake
+
+
+def test_conversion_race_keeps_the_complete_folder(fake_gguf, tmp_path, tiny_model_dir):
+    """Two processes converting at once: the loser's rename fails and it keeps the winner's folder."""
+    target = tmp_path / "cache" / "smollm2"
+    shutil.copytree(tiny_model_dir, target)  # the "winner" already renamed a complete folder in place
+    (target / "rewardlab_provenance.json").write_text("{}")
+    assert models.convert_wheel_gguf(fake_gguf, target) == target
     assert (target / "rewardlab_provenance.json").read_text() == "{}"  # untouched
     assert sorted(p.name for p in target.parent.iterdir()) == ["smollm2"]  # loser's temp folder removed
 
 
-def test_incomplete_cache_folder_is_an_error(monkeypatch, tmp_path, tiny_model_dir):
-    import transformers
-
+def test_incomplete_cache_folder_is_an_error(fake_gguf, tmp_path):
     target = tmp_path / "cache" / "smollm2"
     target.mkdir(parents=True)
     (target / "junk").write_text("x")
-    real_tok, real_model = transformers.AutoTokenizer.from_pretrained, transformers.AutoModelForCausalLM.from_pretrained
-    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: real_tok(tiny_model_dir))
-    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: real_model(tiny_model_dir))
-    fake = tmp_path / "m.gguf"
-    fake.write_bytes(b"GGUF")
     with pytest.raises(RewardlabError, match="not a complete model cache"):
-        models.convert_wheel_gguf(fake, target)
+        models.convert_wheel_gguf(fake_gguf, target)
 
 
-def test_successful_conversion_writes_provenance(monkeypatch, tmp_path, tiny_model_dir):
+def test_successful_conversion_writes_provenance(fake_gguf, monkeypatch, tmp_path):
     import json
 
-    import transformers
-
-    real_tok, real_model = transformers.AutoTokenizer.from_pretrained, transformers.AutoModelForCausalLM.from_pretrained
-    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: real_tok(tiny_model_dir))
-    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: real_model(tiny_model_dir))
-    fake = tmp_path / "m.gguf"
-    fake.write_bytes(b"GGUF")
-    target = models.convert_wheel_gguf(fake, tmp_path / "cache" / "smollm2")
+    target = models.convert_wheel_gguf(fake_gguf, tmp_path / "cache" / "smollm2")
     prov = json.loads((target / "rewardlab_provenance.json").read_text())
     assert "Q4_1" in prov["weights"] and prov["gguf_file"] == "m.gguf" and len(prov["gguf_sha256"]) == 64
     assert json.loads((target / "config.json").read_text())["rewardlab_provenance"] == prov
