@@ -13,10 +13,16 @@ and the trainer process is never forked (servers are spawned with ``posix_spawn`
 from one long-lived thread, so the parent-death signal is tied to a thread that outlives them).
 
 Verdict integrity: the tests run in the trusted checker; the worker only answers calls of the
-entry point with plain data (see ``sandbox/wire.py``). Exit codes, ``atexit``, excepthooks and
-``SystemExit`` mean nothing. ``legacy=True`` runs tests and solution together in the worker for
-tests that need object identity or custom classes; such verdicts carry
-``details["integrity"] == "legacy"``.
+entry point with plain data (see ``sandbox/wire.py``). Exit codes, ``atexit``, excepthooks,
+``SystemExit`` / ``KeyboardInterrupt`` and what anyone prints mean nothing; frames the solution
+writes to the sandbox's pipes are an ``error``. Stdio programs must end normally (as CPython
+ends a program: threads joined, ``atexit`` handlers run and their output counted; ``os._exit``
+is not a normal end) and their stdout must equal the expected text up to trailing whitespace
+of each line and empty lines at the end. ``legacy=True`` runs the tests in the worker, in the
+solution's interpreter, for tests that need object identity or custom classes; such verdicts
+carry ``details["integrity"] == "legacy"``: exit codes and blind protocol forgery still cannot
+pass there, but a solution that tampers with that interpreter (lying ``__eq__``, patched
+modules, ``gc``/frame/trace tricks) can. The full account is in ``sandbox/server.py``.
 
 Statuses: ``pass``, ``fail``, ``timeout``, ``memory``, ``crash``, ``output_limit``, ``error``
 (the solution does not load or exits abnormally), ``sandbox_error`` (our side failed).
@@ -341,7 +347,9 @@ def execute(solution: str, *, tests: str | None = None, entry_point: str | None 
     code executed in the checker, so helpers the tests use come from the task, not the solution.
     ``partial=True`` keeps going after a failed ``assert`` and reports ``tests_passed`` /
     ``tests_total`` over all of them. Stdio style: ``stdin`` is fed to the program, whose stdout
-    must equal ``expected_stdout`` (trailing whitespace ignored) after a normal end.
+    must equal ``expected_stdout`` line by line after a normal end (trailing spaces/tabs/CR of
+    each line and empty lines at the end are ignored; extra, missing or changed lines or tokens
+    are not).
     """
     return (pool or get_pool()).execute(solution, tests=tests, entry_point=entry_point, stdin=stdin,
                                         expected_stdout=expected_stdout, timeout=timeout, prelude=prelude,

@@ -9,16 +9,47 @@ length-prefixed JSON frames (see ``wire.py``) and runs one job at a time:
            └─ worker W  (forked by C *before* C reads the job; untrusted: runs the solution)
 
 * W drops to hard rlimits, a nested Landlock domain (file allow-list, no TCP, cannot signal or
-  ptrace C or the server) and a seccomp deny-list, then executes the solution. For
+  ptrace C or the server) and a seccomp deny-list, reports ``["confined"]`` (the only moment a
+  ``"fatal"`` frame is believed: no untrusted code exists yet), then executes the solution. For
   function-style jobs it only answers ``call(name, args)`` requests; arguments and results
   cross the pipe as tagged plain data (``wire.encode``/``wire.decode_json``) and are rebuilt as
   fresh builtins in C, so objects with a forged ``__eq__``, patched assertion helpers, exit
   codes, ``atexit`` or ``SystemExit`` cannot influence the verdict: C runs ``check(candidate)``
-  itself, with ``candidate`` a proxy to W. W never holds the tests.
-* For stdin/stdout jobs C feeds stdin, captures stdout up to a cap and requires W to report a
-  normal end of the program before comparing.
-* ``legacy`` jobs run solution + tests + ``check(entry_point)`` inside W (for tests that need
-  object identity or custom classes); their verdict is flagged ``integrity: legacy``.
+  itself, with ``candidate`` a proxy to W. W never holds the tests. Exceptions of the candidate
+  are rebuilt as their nearest builtin class (``SystemExit``/``KeyboardInterrupt`` stay
+  non-``Exception``s; ``StopIteration`` becomes ``RuntimeError``, as PEP 479 does). Any frame
+  our W code never sends (the solution wrote to the pipe) is an ``error``, never a pass and
+  never a ``sandbox_error``.
+* C's own stdin/stdout are the server's channel to the parent: C puts ``/dev/null`` on fds
+  0-2 as soon as it has read the job, so tests that print (e.g. a value the solution returned)
+  or read input reach nothing.
+* For stdin/stdout jobs C feeds stdin and captures stdout up to a cap. The program's end is
+  CPython's: flush, wait for non-daemon threads, run its ``atexit`` handlers (their output
+  counts, their exceptions are ignored), flush; then W reports the end once and exits 0. C
+  requires exactly that report, then W's exit with status 0, then nothing more on the channel
+  (a forged report followed by a crash is a crash). Exit status: ``SystemExit`` with ``None``
+  / an int whose low 8 bits are 0 is a normal end, as in CPython; ``os._exit`` never is
+  (it skips the end of the program). Stdout matches the expected text line by line after
+  removing trailing ASCII whitespace of each line and empty lines at the end (``_norm_out``).
+* ``legacy`` jobs run the tests inside W, in the solution's interpreter (for tests that need
+  object identity or custom classes); their verdict is flagged ``integrity: legacy``. The
+  solution's top level runs first, alone; a ``SystemExit`` there means the tests never ran
+  (fail). Then C sends the tests; W's harness runs them with builtins copied before the
+  solution ran and the solution's globals minus names that shadow builtins (the names the
+  tests define are added to the solution's globals, as when both were one module), and only when
+  ``check(entry_point)`` *returned* does it say so; C then makes a random nonce and the pass is
+  W's harness echoing it. The harness reads and writes those frames with C functions captured
+  before the solution ran (``os.read``/``os.write``, ``compile``, ``exec``), so patching
+  ``json``, ``wire``, ``builtins`` or this module does not change the tests or the words.
+  Exit codes, ``SystemExit``/``KeyboardInterrupt``/other ``BaseException``s at any point,
+  ``os._exit``, ``atexit`` handlers, excepthooks, printing and frames written blindly to the
+  pipes are never a pass. **What legacy mode trusts**: that the solution does not tamper with
+  the interpreter it shares with the tests. It can still fake a pass by returning objects
+  whose ``__eq__`` (or other dunder the tests use) lies, patching modules the tests import
+  (``math.isclose``, ...), mutating builtin types through ``gc``/``ctypes``, installing
+  trace/profile hooks or threads that rewrite the tests' frames, reading the tests' expected
+  values through ``gc``/frames, or driving the harness protocol by hand (reading the nonce off
+  its pipe). Use it only where the tests need it.
 * After each job the server SIGKILLs every descendant (walking ``/proc/*/task/*/children``;
   orphans come back to it because it is a child subreaper) and removes the job's scratch dir.
 
@@ -34,6 +65,7 @@ import sys
 sys.path.insert(0, __file__.rpartition("/")[0])  # -I does not put the script's folder on sys.path
 
 import ast  # noqa: E402
+import atexit  # noqa: E402
 import builtins  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -145,6 +177,18 @@ def _close_all_but(keep: set[int]) -> None:
     os.closerange(lo, 1 << 20)
 
 
+def _builtin_base(e: BaseException) -> str:
+    """Name of the nearest builtin class in the MRO of ``e``'s type (what ``except`` clauses of
+    the tests would see in-process: ``class E(ValueError)`` is caught by ``except ValueError``)."""
+    try:
+        for c in type(e).__mro__:
+            if c.__module__ == "builtins" and _BUILTINS.get(c.__name__) is c:
+                return c.__name__
+    except BaseException:  # noqa: BLE001 - a hostile metaclass
+        pass
+    return "BaseException"
+
+
 def _exc_info(e: BaseException) -> list:
     try:
         msg = str(e)[:_DETAIL_CAP]
@@ -154,15 +198,59 @@ def _exc_info(e: BaseException) -> list:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-_DETAIL_CAP:]
     except BaseException:
         tb = ""
-    return ["exc", type(e).__name__, msg, tb]
+    try:
+        name = str(type(e).__name__)[:200]
+    except BaseException:
+        name = "BaseException"
+    return ["exc", name, msg, tb, _builtin_base(e)]
 
 
 def _send_frame(fd: int, obj) -> None:
     try:
         data = json.dumps(obj, separators=(",", ":")).encode()
     except (TypeError, ValueError, RecursionError) as e:
-        data = json.dumps(["exc", "NotPlain", str(e)[:_DETAIL_CAP], ""]).encode()
+        data = json.dumps(["exc", "NotPlain", str(e)[:_DETAIL_CAP], "", "TypeError"]).encode()
     wire.write_all(fd, len(data).to_bytes(4, "little") + data, None)
+
+
+# Legacy-mode frames are read and written in W with builtin (C) functions captured before the
+# solution runs and with no global name lookups, so a solution that patches ``json``, ``wire``,
+# ``builtins`` or this module cannot change the tests W runs or the words W sends for them.
+def _legacy_read(fd: int, read) -> bytes | None:
+    head = b""
+    while head.__len__() < 4:
+        b = read(fd, 4 - head.__len__())
+        if not b:
+            return None
+        head += b
+    n, got, parts = head[0] | head[1] << 8 | head[2] << 16 | head[3] << 24, 0, []
+    while got < n:
+        b = read(fd, n - got)
+        if not b:
+            return None
+        parts.append(b)
+        got += b.__len__()
+    return b"".join(parts)
+
+
+def _legacy_write(fd: int, payload: bytes, write) -> None:
+    data = payload.__len__().to_bytes(4, "little") + payload
+    while data:
+        data = data[write(fd, data):]
+
+
+def _exit_status(code) -> int:
+    """The process exit status ``SystemExit(code)`` gives in CPython (None: 0, int: its low 8
+    bits, anything else is printed and gives 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        try:
+            c = int(code)
+        except BaseException:  # noqa: BLE001 - an int subclass with a hostile __int__
+            return 1
+        return c & 0xFF if -(1 << 63) <= c < (1 << 63) else 255
+    return 1
 
 
 def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r: int, out_w: int, nproc: int) -> None:
@@ -194,43 +282,87 @@ def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r
     except (OSError, ValueError) as e:
         _send_frame(w2c_w, ["fatal", f"confinement failed: {e}"])
         os._exit(0)
+    # the first frame, sent before any untrusted code exists here: later "fatal" frames are forged
+    _send_frame(w2c_w, ["confined"])
     setup = wire.recv(c2w_r, None, cap=_MAX_BODY)
     kind = setup["kind"]
+    legacy = bool(setup.get("legacy"))
     if kind == "stdio":
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
     os.close(in_r)
     os.close(out_w)
+    # Captured before the solution runs: C functions it can neither redefine nor patch.
+    _exit, _read, _write, _compile, _exec = os._exit, os.read, os.write, compile, exec
+    legacy_read, legacy_write = _legacy_read, _legacy_write
+    clean_builtins = dict(builtins.__dict__) if legacy else None  # the builtins the tests will see
+    run_exitfuncs = atexit._run_exitfuncs
+    atexit._clear()  # only the program's own exit handlers run at its end (stdio)
     sys.argv = ["solution.py"]
     ns = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
     program = setup["program"]
-    load_exc = None
-    try:
-        code = compile(program, "solution.py", "exec")
-        exec(code, ns)
+    del setup
+    try:  # dont_inherit: the program is compiled as a fresh module (no future imports of ours)
+        code = _compile(program, "solution.py", "exec", 0, True)
+        del program
+        _exec(code, ns)
         status = ["loaded", None]
-    except SystemExit as e:  # exit codes mean nothing: the namespace so far is what gets tested
-        status = ["exited", e.code if type(e.code) in (int, type(None)) else 1]
+    except SystemExit as e:  # function style: exit codes mean nothing, the namespace so far is tested
+        status = ["exited", _exit_status(e.code)]
     except BaseException as e:  # noqa: BLE001 - any failure of untrusted code is reported
-        load_exc = _exc_info(e)
-        status = ["load_error"] + load_exc[1:]
+        status = ["load_error"] + _exc_info(e)[1:]
     if kind == "stdio":
-        for s in (sys.stdout, sys.__stdout__):
-            try:
-                s.flush()
-            except BaseException:  # noqa: BLE001
-                pass
+        _end_of_program(run_exitfuncs)
         _send_frame(w2c_w, ["done"] + status)
-        os._exit(0)
-    names = [k for k, v in list(ns.items()) if callable(v) and not k.startswith("__")][:1000]
+        _exit(0)
+    names = [k for k, v in list(ns.items()) if type(k) is str and callable(v) and not k.startswith("__")][:1000]
     _send_frame(w2c_w, ["ready", status, names])
+    if legacy:
+        # The tests arrive only now, after the solution's top level ran, as a raw frame
+        # "<entry point>\n<tests>". They run with a copy of the solution's globals (minus names
+        # that shadow builtins) and the builtins as they were before the solution ran.
+        failure = None
+        try:
+            data = legacy_read(c2w_r, _read)
+            if data is None:
+                _exit(0)
+            entry, _, tests = data.decode("utf-8").partition("\n")
+            tg = {}
+            for k, v in ns.items():
+                if k == entry or k not in clean_builtins:
+                    tg[k] = v
+            tg["__builtins__"] = clean_builtins
+            tg["__name__"] = "__tests__"
+            tests_code = _compile(tests, "tests.py", "exec", 0, True, 0)  # optimize=0: asserts stay
+        except BaseException as e:  # noqa: BLE001
+            failure = e
+        if failure is None:
+            try:
+                _exec(tests_code, tg)
+                for k in tg:  # helpers the tests define (a ListNode, ...) are seen by the solution too
+                    if k not in ns:
+                        ns[k] = tg[k]
+                tg["check"](tg[entry])
+            except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, ...: not a completion
+                failure = e
+        if failure is None:
+            # check() returned. Only now does the checker make the nonce; echoing it is the pass.
+            legacy_write(w2c_w, b'["checked"]', _write)
+            nonce = legacy_read(c2w_r, _read)
+            if nonce is not None and nonce.__len__() == 32 and nonce.isalnum():
+                legacy_write(w2c_w, b'["passed","' + nonce + b'"]', _write)
+            _exit(0)
+        try:
+            _send_frame(w2c_w, ["failed"] + _exc_info(failure)[1:])
+        finally:
+            _exit(0)
     while True:
         try:
             msg = wire.decode_json(wire.recv_raw(c2w_r, None, cap=_MAX_BODY))
         except wire.WireError:
-            os._exit(0)
+            _exit(0)
         if not (type(msg) is list and msg and msg[0] == "call"):
-            os._exit(0)
+            _exit(0)
         _, name, args, kwargs = msg
         fn = ns.get(name)
         try:
@@ -240,6 +372,26 @@ def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r
         except BaseException as e:  # noqa: BLE001
             out = _exc_info(e)
         _send_frame(w2c_w, out)
+
+
+def _end_of_program(run_exitfuncs) -> None:
+    """What CPython does when a program ends, in its order: flush stdout, wait for non-daemon
+    threads, run the ``atexit`` handlers (their output counts; their exceptions are ignored),
+    flush again. An ``os._exit`` anywhere in there skips the end-of-program report: no pass."""
+    for step in ("flush", "threads", "atexit", "flush"):
+        try:
+            if step == "flush":
+                for s in (sys.stdout, sys.__stdout__):
+                    if s is not None:
+                        s.flush()
+            elif step == "threads":
+                t = sys.modules.get("threading")
+                if t is not None:
+                    t._shutdown()
+            else:
+                run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
 
 
 # ============================================================================ checker (trusted)
@@ -261,6 +413,10 @@ class _OutputLimit(_Abort):
 
 class _DiskLimit(_Abort):
     pass
+
+
+class _Protocol(_Abort):
+    """The worker sent a frame that our side of it never sends (the solution wrote to the pipe)."""
 
 
 def _du(root: str) -> int:
@@ -327,11 +483,37 @@ class _Guard:
 
 
 class CandidateError(Exception):
-    """The candidate raised an exception that is not a builtin one."""
+    """The candidate raised an exception the checker cannot rebuild as a builtin one."""
 
 
-_BUILTIN_EXC = {n: getattr(builtins, n) for n in dir(builtins)
-                if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), Exception)}
+class CandidateBaseError(BaseException):
+    """The candidate raised a ``BaseException`` that is not an ``Exception`` and cannot be rebuilt:
+    like in-process, the tests' ``except Exception`` does not catch it."""
+
+
+_BUILTINS = dict(builtins.__dict__)  # taken at import, in the trusted server
+_BUILTIN_EXC = {n: c for n, c in _BUILTINS.items() if isinstance(c, type) and issubclass(c, BaseException)}
+
+
+def _rebuild(tname: str, base: str, text: str) -> BaseException:
+    """The checker-side exception for a candidate's ``tname`` (nearest builtin class ``base``):
+    a fresh builtin of that class, so the tests' ``except`` clauses match as they would
+    in-process (``SystemExit`` / ``KeyboardInterrupt`` stay ``BaseException``s and are not caught by
+    ``except Exception``). ``StopIteration`` becomes a ``RuntimeError``, as PEP 479 does in
+    generators: raised through ``all(map(lambda ..: candidate(..) == .., cases))`` it would
+    otherwise end the iteration early and make the ``all`` true."""
+    cls = _BUILTIN_EXC.get(base)
+    if cls is None:
+        return CandidateError(f"{tname}: {text}")
+    if issubclass(cls, (StopIteration, StopAsyncIteration)):
+        return RuntimeError(f"the candidate raised {tname}: {text}")
+    try:
+        exc = cls(text)
+    except Exception:  # noqa: BLE001 - exotic constructors (UnicodeError subclasses, groups)
+        return (CandidateError if issubclass(cls, Exception) else CandidateBaseError)(f"{tname}: {text}")
+    if tname != base and hasattr(exc, "add_note"):
+        exc.add_note(f"raised by the candidate as {tname} (a subclass of {base})")
+    return exc
 
 
 class _Checker:
@@ -342,6 +524,7 @@ class _Checker:
         self.failed = 0
         self.first_failure: BaseException | None = None
         self.partial = False
+        self.reaped = False  # W was waited for (its pid may be reused: do not signal it then)
 
     def recv(self):
         try:
@@ -352,6 +535,8 @@ class _Checker:
             raise _OutputLimit() from None
         except wire.Closed:
             raise _WorkerGone() from None
+        except wire.WireError as e:  # a malformed frame: not ours
+            raise _Protocol(str(e)) from None
 
     def call(self, name: str, args: tuple, kwargs: dict):
         try:
@@ -368,19 +553,12 @@ class _Checker:
         msg = self.recv()
         if type(msg) is list and len(msg) == 2 and msg[0] == "ok":
             return msg[1]
-        if type(msg) is list and len(msg) == 4 and msg[0] == "exc":
-            tname, text = str(msg[1]), str(msg[2])
-            if tname == "MemoryError":
+        if type(msg) is list and len(msg) == 5 and msg[0] == "exc":
+            tname, text, base = str(msg[1]), str(msg[2]), str(msg[4])
+            if base == "MemoryError":
                 self.memory_error = True
-            cls = _BUILTIN_EXC.get(tname)
-            if cls is None or tname in ("BaseException",):
-                raise CandidateError(f"{tname}: {text}")
-            try:
-                return_exc = cls(text)
-            except Exception:  # noqa: BLE001 - exotic constructors
-                return_exc = CandidateError(f"{tname}: {text}")
-            raise return_exc
-        raise _WorkerGone()
+            raise _rebuild(tname, base, text)
+        raise _Protocol("unexpected answer to a call")
 
     def proxy(self, name: str):
         checker = self
@@ -485,6 +663,12 @@ def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dic
         os.close(fd)
     confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
     body = wire.recv(0, time.monotonic() + 30, cap=_MAX_BODY)  # the job: only now do tests exist here
+    # fds 0/1 are the server's channel to the parent: a test that prints (perhaps a value the
+    # solution returned, crafted to look like a verdict frame) or reads input must not reach it
+    devnull = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
     t0 = time.monotonic()
     timeout = float(hdr["timeout"])
     deadline = t0 + timeout
@@ -497,15 +681,14 @@ def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dic
     ck = _Checker(c2w_w, w2c_r, wpid, deadline, int(hdr["result_cap"]))
     ck.partial = bool(body.get("partial"))
     try:
-        if kind == "stdio":
+        fatal = _await_confined(ck)
+        if fatal is not None:
+            out.update(fatal)
+        elif kind == "stdio":
             out.update(_run_stdio(ck, body, in_w, out_r, int(hdr["output_cap"])))
         else:
-            solution = body["solution"]
-            if legacy:
-                program = f"{solution}\n\n{body.get('tests') or ''}\n\ncheck({body['entry_point']})\n"
-            else:
-                program = solution
-            _to_worker(c2w_w, {"kind": "function", "program": program}, deadline)
+            # legacy too: W gets the solution alone; the tests follow once its top level has run
+            _to_worker(c2w_w, {"kind": "function", "program": body["solution"], "legacy": legacy}, deadline)
             out.update(_run_function(ck, body, legacy))
     except _Deadline:
         out.update(status="timeout", passed=False, error=f"wall-clock deadline of {timeout:g}s passed")
@@ -515,6 +698,8 @@ def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dic
         out.update(status="output_limit", passed=False, error="the worker's files exceeded the disk cap")
     except _MemoryLimit:
         out.update(status="memory", passed=False, error="the job's processes together exceeded the memory cap")
+    except _Protocol as e:
+        out.update(status="error", passed=False, error=f"the worker broke the sandbox protocol (forged frames?): {e}")
     except _WorkerGone:
         st, why = _worker_death(wpid)
         out.update(status=st, passed=False, error=why)
@@ -523,10 +708,11 @@ def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dic
     except wire.Closed:
         st, why = _worker_death(wpid)
         out.update(status=st, passed=False, error=why)
-    try:
-        os.kill(wpid, signal.SIGKILL)
-    except OSError:
-        pass
+    if not ck.reaped:
+        try:
+            os.kill(wpid, signal.SIGKILL)
+        except OSError:
+            pass
     if ck.memory_error and not out["passed"] and out["status"] in ("fail", "error"):
         out["status"] = "memory"
     out["elapsed"] = round(time.monotonic() - t0, 6)
@@ -552,6 +738,29 @@ def _uses_helpers(prelude: str, tests: str, entry: str) -> bool:
     return bool(names & used)
 
 
+def _await_confined(ck: _Checker) -> dict | None:
+    """W's first frame: ``["confined"]``, or ``["fatal", why]`` when it could not confine itself
+    (our side failed: ``sandbox_error``). No untrusted code has run yet, so this is not forgeable."""
+    msg = ck.recv()
+    if type(msg) is list and len(msg) == 2 and msg[0] == "fatal":
+        return {"status": "sandbox_error", "passed": False, "error": str(msg[1])[:_DETAIL_CAP]}
+    if msg != ["confined"]:
+        raise _Protocol("no confinement report")
+    return None
+
+
+def _valid_status(s) -> bool:
+    """The program's end as W reports it: ["loaded", None], ["exited", int] or
+    ["load_error", type, message, traceback, builtin base]."""
+    if type(s) is not list or not s:
+        return False
+    if s[0] == "loaded":
+        return len(s) == 2 and s[1] is None
+    if s[0] == "exited":
+        return len(s) == 2 and type(s[1]) is int
+    return s[0] == "load_error" and len(s) == 5 and all(type(x) is str for x in s[1:])
+
+
 def _to_worker(fd: int, setup: dict, deadline: float) -> None:
     try:
         wire.send(fd, setup, deadline)
@@ -564,13 +773,17 @@ def _run_function(ck: _Checker, body: dict, legacy: bool) -> dict:
     g = _Globals(ck, set())
     code = None
     res: dict = {}
-    if not legacy:  # prepare the tests while the worker loads the solution
-        if not entry:
-            return {"status": "sandbox_error", "error": "function-style job without entry_point"}
+    if not entry:
+        return {"status": "sandbox_error", "error": "function-style job without entry_point"}
+    tests_src = body.get("tests") or ""
+    if legacy:  # the tests run in W; here they are only checked, while W loads the solution
+        err = _legacy_tests_problem(tests_src, entry)
+        if err:
+            return {"status": "sandbox_error", "error": err}
+    else:  # prepare the tests while the worker loads the solution
         g["__name__"] = "__tests__"
         g["__builtins__"] = builtins
         prelude = body.get("prelude")
-        tests_src = body.get("tests") or ""
         if prelude and _uses_helpers(prelude, tests_src, entry):  # else the prompt is not needed here
             try:
                 exec(compile(prelude, "prelude.py", "exec"), g)  # the task's own trusted helpers (prompt)
@@ -584,22 +797,17 @@ def _run_function(ck: _Checker, body: dict, legacy: bool) -> dict:
         except SyntaxError as e:
             return {"status": "sandbox_error", "error": f"tests do not compile: {e}"}
     msg = ck.recv()
-    if type(msg) is not list or not msg:
-        raise _WorkerGone()
-    if msg[0] == "fatal":
-        return {"status": "sandbox_error", "error": str(msg[1])[:_DETAIL_CAP]}
-    if msg[0] != "ready" or len(msg) != 3 or type(msg[1]) is not list or type(msg[2]) is not list:
-        raise _WorkerGone()
+    if type(msg) is not list or len(msg) != 3 or msg[0] != "ready" or not _valid_status(msg[1]) \
+            or type(msg[2]) is not list:
+        raise _Protocol("bad load report")
     status, names = msg[1], {str(n) for n in msg[2]}
-    if status and status[0] == "load_error":
+    if status[0] == "load_error":
         tname = str(status[1])
-        st = "memory" if tname == "MemoryError" else ("fail" if legacy else "error")
+        st = "memory" if status[4] == "MemoryError" else "error"
         return {"status": st, "error": f"{tname}: {status[2]}"[:_DETAIL_CAP],
                 "traceback": str(status[3])[-_DETAIL_CAP:]}
     if legacy:
-        ok = status == ["loaded", None]
-        return {"status": "pass" if ok else "fail", "passed": ok, "tests_passed": int(ok), "tests_total": 1,
-                "error": None if ok else f"program ended with {status}"}
+        return _run_legacy(ck, status, entry, tests_src)
     g._remote = names
     try:
         exec(code, g)
@@ -627,11 +835,95 @@ def _run_function(ck: _Checker, body: dict, legacy: bool) -> dict:
     return res
 
 
+def _legacy_tests_problem(tests: str, entry: str) -> str | None:
+    """Why legacy ``tests`` cannot run (our side: a ``sandbox_error``), or None."""
+    if not entry.isidentifier():
+        return f"entry point {entry!r} is not a Python name"
+    try:
+        tree = ast.parse(tests, "tests.py")
+    except SyntaxError as e:
+        return f"tests do not compile: {e}"
+    if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "check" for n in tree.body):
+        return "tests do not define check(candidate)"
+    return None
+
+
+def _raw_frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "little") + payload
+
+
+def _run_legacy(ck: _Checker, status: list, entry: str, tests: str) -> dict:
+    """Legacy mode: the tests run in W, in the solution's interpreter. The verdict is a pass only
+    when W's harness reports that ``check`` returned and then echoes a nonce made here only after
+    that report: exit codes, ``SystemExit``, ``atexit`` and frames written blindly to the pipes
+    before the tests ran are never a pass. What legacy mode trusts: see the module docstring."""
+    fail = {"status": "fail", "passed": False, "tests_passed": 0, "tests_total": 1}
+    if status != ["loaded", None]:  # e.g. sys.exit() at the top level: the tests never ran
+        return dict(fail, error=f"program ended with {status} before the tests ran")
+    try:
+        wire.write_all(ck.c2w_w, _raw_frame(f"{entry}\n{tests}".encode()), ck.deadline)
+    except wire.Late:
+        raise _Deadline() from None
+    except OSError:
+        pass  # W is gone: reading its channel tells why
+    msg = ck.recv()
+    if msg == ["checked"]:
+        nonce = os.urandom(16).hex()
+        try:
+            wire.write_all(ck.c2w_w, _raw_frame(nonce.encode()), ck.deadline)
+        except wire.Late:
+            raise _Deadline() from None
+        except OSError:
+            pass
+        if ck.recv() == ["passed", nonce]:
+            return {"status": "pass", "passed": True, "tests_passed": 1, "tests_total": 1}
+        raise _Protocol("wrong answer to the legacy harness's nonce")
+    if type(msg) is list and len(msg) == 5 and msg[0] == "failed":
+        if msg[4] == "MemoryError":
+            ck.memory_error = True
+        return dict(fail, error=f"{msg[1]}: {msg[2]}"[:_DETAIL_CAP], traceback=str(msg[3])[-_DETAIL_CAP:])
+    raise _Protocol("unexpected frame from the legacy harness")
+
+
+_TRAILING_WS = " \t\r\f\v"
+
+
 def _norm_out(s: str) -> list[str]:
-    lines = [ln.rstrip() for ln in s.replace("\r\n", "\n").split("\n")]
+    """Lines with trailing ASCII whitespace removed, without the empty lines at the end. Stdout
+    matches when these are equal: trailing spaces, a missing or extra final newline and CRLF
+    line ends are accepted; extra, missing or reordered lines or tokens, leading blank lines,
+    leading or doubled spaces and other (Unicode) whitespace are not."""
+    lines = [ln.rstrip(_TRAILING_WS) for ln in s.replace("\r\n", "\n").split("\n")]
     while lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+def _reap_after_done(ck: _Checker) -> tuple[str, str] | None:
+    """W's own code exits with status 0 right after its one end-of-program report; anything else
+    means the program forged the report and kept going (then crashed, or wrote more)."""
+    while True:
+        try:
+            pid, st = os.waitpid(ck.wpid, os.WNOHANG)
+        except ChildProcessError:
+            return "crash", "the worker vanished after its end-of-program report"
+        if pid:
+            ck.reaped = True
+            break
+        if time.monotonic() >= ck.deadline:
+            raise _Deadline()
+        if wire.TICK is not None:
+            wire.TICK()
+        time.sleep(0.001)
+    if os.WIFSIGNALED(st):
+        sig = os.WTERMSIG(st)
+        return "crash", f"the program went on after reporting its end and was killed by signal {sig}"
+    if os.WEXITSTATUS(st) != 0:
+        return "error", f"the program went on after reporting its end and exited with status {os.WEXITSTATUS(st)}"
+    r, _, _ = select.select([ck.w2c_r], [], [], 0)
+    if r and os.read(ck.w2c_r, 1):
+        return "error", "more than one end-of-program report (a forged frame)"
+    return None
 
 
 def _run_stdio(ck: _Checker, body: dict, in_w: int, out_r: int, cap: int) -> dict:
@@ -678,19 +970,20 @@ def _run_stdio(ck: _Checker, body: dict, in_w: int, out_r: int, cap: int) -> dic
                 chunks.append(b)
         if ctl in r:
             msg = ck.recv()
-            if type(msg) is not list or not msg or msg[0] not in ("done", "fatal"):
-                raise _WorkerGone()
+            if type(msg) is not list or not msg or msg[0] != "done" or not _valid_status(msg[1:]):
+                raise _Protocol("bad end-of-program report")
             done = msg
-            if msg[0] == "fatal":
-                return {"status": "sandbox_error", "error": str(msg[1])[:_DETAIL_CAP]}
     stdout = b"".join(chunks).decode("utf-8", errors="replace")
     res = {"tests_total": 1, "stdout": stdout[:1000]}
+    bad_end = _reap_after_done(ck)
+    if bad_end is not None:
+        return dict(res, status=bad_end[0], error=bad_end[1])
     status = done[1:]
-    if status and status[0] == "load_error":
-        st = "memory" if status[1] == "MemoryError" else "error"
+    if status[0] == "load_error":
+        st = "memory" if status[4] == "MemoryError" else "error"
         return dict(res, status=st, error=f"{status[1]}: {status[2]}"[:_DETAIL_CAP],
                     traceback=str(status[3])[-_DETAIL_CAP:])
-    if status and status[0] == "exited" and status[1] not in (0, None):
+    if status[0] == "exited" and status[1] != 0:
         return dict(res, status="error", error=f"program exited with status {status[1]}")
     ok = _norm_out(stdout) == _norm_out(body.get("expected_stdout") or "")
     return dict(res, status="pass" if ok else "fail", passed=ok, tests_passed=int(ok),

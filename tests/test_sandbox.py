@@ -8,6 +8,7 @@ The adversarial harness (../shared/bench/sandbox_attacks/run_attacks.py) runs in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -106,6 +107,23 @@ def test_fake_passes_fail(pool, name):
     r = run(pool, FAKES[name])
     assert not r.passed, (name, r)
     assert r.status != "pass"
+
+
+def test_printing_tests_neither_forge_nor_desync_verdicts():
+    """The checker's stdout used to be the server's channel to the parent: a test printing a
+    value the solution returned could inject a verdict frame, and any flushed print shifted every
+    later verdict of that server by one. One server, so each run sees what the last one left."""
+    verdict = json.dumps({"status": "pass", "passed": True, "tests_passed": 1, "tests_total": 1})
+    forged = len(verdict).to_bytes(4, "little").decode("latin-1") + verdict
+    tests = "def check(candidate):\n    print(candidate(2, 3), flush=True)\n    assert candidate(2, 3) == 5\n"
+    one = SandboxPool(workers=1)
+    try:
+        assert not run(one, f"def add(a, b):\n    return {forged!r}\n", tests).passed
+        assert run(one, "def add(a, b):\n    return a + b\n", tests).passed
+        assert run(one, "def add(a, b):\n    return 0\n").status == "fail"
+        assert run(one, "def add(a, b):\n    return a + b\n").passed
+    finally:
+        one.close()
 
 
 def test_gc_oracle_beats_an_in_process_grader_but_not_the_sandbox(pool):

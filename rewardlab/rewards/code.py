@@ -17,7 +17,11 @@ Reference formats:
 
 Options (keyword arguments or ``meta``): ``timeout`` (seconds per run, default 5),
 ``partial`` (score = fraction of asserts / cases passed instead of 1/0), ``legacy`` (flagged
-legacy mode for tests that need object identity or custom classes).
+legacy mode for tests that need object identity or custom classes: the tests then run in the
+solution's interpreter; exit codes cannot fake a pass there, a solution that tampers with that
+interpreter can; see ``sandbox/server.py``).
+
+What passes, mode by mode, is pinned down row by row in ``tests/test_code_verdicts.py``.
 
 ``info``: ``status`` ("ok" when graded, else the sandbox status such as "timeout", "memory",
 "crash", "output_limit", "error", or "no_answer" when the completion holds no code),
@@ -33,20 +37,59 @@ from typing import Any
 
 from rewardlab.rewards.base import RewardResult, register
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 _CODE_LANGS = {"", "python", "python3", "py", "py3"}
+_LANG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+.-")
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(lang, body)`` of every fenced block, in order, in one left-to-right pass.
+
+    A fence is three backticks, optional spaces/tabs, a language tag (letters, digits, ``_+.-``),
+    anything up to the end of that line; the body runs to the next three backticks or, for an
+    unclosed fence, to the end of the text; the search goes on after the closing backticks.
+    (Same blocks as the regex ``(?s)```[ \\t]*([A-Za-z0-9_+.-]*)[^\\n]*\\n(.*?)(?:```|\\Z)`` it
+    replaces, which retried its fence line at every backtick: ~18 s on ``"`" * 100000``.)"""
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        # linear: each find below starts where the previous one stopped, so no character is rescanned
+        start = text.find("```", pos)
+        if start < 0:
+            return out
+        eol = text.find("\n", start + 3)
+        if eol < 0:  # a fence line needs its newline; no later fence has one either
+            return out
+        i = start + 3
+        while i < eol and text[i] in " \t":
+            i += 1
+        j = i
+        while j < eol and text[j] in _LANG_CHARS:
+            j += 1
+        close = text.find("```", eol + 1)
+        if close < 0:  # unclosed (truncated) fence: the body runs to the end
+            out.append((text[i:j], text[eol + 1:]))
+            return out
+        out.append((text[i:j], text[eol + 1:close]))
+        pos = close + 3
+
+
+def _def_pattern(name: str, indented: bool) -> re.Pattern:
+    """``def name(`` (or ``async def``) at the start of a line, after indentation if ``indented``."""
+    # linear: "^" tries once per line and [^\S\n]* cannot leave it (the old ^\s* rescanned every later blank line)
+    lead = r"[^\S\n]*" if indented else ""
+    # linear: each \s run follows a fixed word ("async", "def", the name), so it is scanned from one start
+    return re.compile(rf"^{lead}(async\s+)?def\s+{re.escape(name)}\s*\(", re.M)
 
 
 def extract_code(completion: str, entry_point: str | None = None) -> tuple[str, bool]:
     """The code in ``completion``: a fenced block when there is one (the last block defining
     ``entry_point``, else the last Python block; an unclosed fence runs to the end), else the
     raw text. Returns ``(code, from_fence)``."""
-    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(completion)]
-    py = [code for lang, code in blocks if lang in _CODE_LANGS]
+    py = [code for lang, code in _fenced_blocks(completion) if lang.lower() in _CODE_LANGS]
     if not py:
         return completion, False
     if entry_point:
-        pat = re.compile(rf"^\s*(async\s+)?def\s+{re.escape(entry_point)}\s*\(", re.M)
+        pat = _def_pattern(entry_point, indented=True)
         defining = [c for c in py if pat.search(c)]
         if defining:
             return defining[-1], True
@@ -54,7 +97,7 @@ def extract_code(completion: str, entry_point: str | None = None) -> tuple[str, 
 
 
 def _defines(code: str, name: str) -> bool:
-    return re.search(rf"^(async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
+    return _def_pattern(name, indented=False).search(code) is not None
 
 
 def _info(status: str, **kw: Any) -> dict[str, Any]:
