@@ -31,3 +31,16 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from rewardlab.testing import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_reward_pool():
+    """Start the reward workers once, before any test needs a verdict from the slow path.
+
+    A cold pool answers ``timeout`` (phase ``startup``) to calls that arrive before a worker is
+    ready, by design (see rewardlab/rewards/pool.py); tests of verdicts need a warm pool, and the
+    cold-start behaviour has tests of its own (tests/test_deadlines.py) in fresh interpreters."""
+    from rewardlab.rewards.pool import get_pool
+
+    assert get_pool().warmup(), "the reward worker pool did not start"
+    yield

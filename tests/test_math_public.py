@@ -86,5 +86,7 @@ def test_adversarial_cases_meet_the_deadline_in_main_thread_and_worker_thread(ro
     t.start()
     t.join(timeout=len(adv) * (DEADLINE + MARGIN) + 30)
     assert len(box) == len(adv), "worker-thread scoring did not finish"
-    slow = [(i, round(dt, 3), st) for i, dt, st in main + box if dt > DEADLINE + MARGIN]
-    assert not slow, f"over deadline + margin: {slow}"
+    # The CPU budget (DEADLINE) decides the verdict; the wall-clock cap is the bound on the return,
+    # whatever the machine's load (rewardlab/rewards/pool.py).
+    slow = [(i, round(dt, 3), st) for i, dt, st in main + box if dt > math_reward.wall_cap + MARGIN]
+    assert not slow, f"over the wall-clock cap + margin: {slow}"

@@ -102,9 +102,11 @@ def test_plain_float_return_is_wrapped() -> None:
 def test_reward_is_unpickled_once_per_worker() -> None:
     pool = WorkerPool(max_workers=1)
     try:
+        assert pool.warmup()
         scores = []
         for c in "abcdef":
-            status, value = pool.call(CountingReward(), (c, c), deadline=5.0, key="fixed", payload=__import__("pickle").dumps(CountingReward()))
+            out = pool.call(CountingReward(), (c, c), deadline=5.0, key="fixed", payload=__import__("pickle").dumps(CountingReward()))
+            status, value = out.status, out.value
             assert status == "ok"
             scores.append(value.score)
         assert scores == [1.0] * 6
@@ -148,7 +150,9 @@ def test_script_without_main_guard_is_not_rerun_and_exits_cleanly(tmp_path) -> N
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(f"""
         from rewardlab.rewards import math_reward, score_batch
+        from rewardlab.rewards.pool import get_pool
         open({str(marker)!r}, "a").write("run\\n")
+        assert get_pool().warmup()
         out = score_batch(math_reward, ["\\\\boxed{{\\\\sin(\\\\pi/6)}}", "\\\\boxed{{2}}"], ["\\\\frac12", "3"])
         print([r.score for r in out])
     """))
@@ -170,6 +174,7 @@ def test_forked_child_gets_its_own_pool() -> None:
     q = ctx.Queue()
 
     def child() -> None:
+        get_pool().warmup()  # a fresh pool (spawned, cold): its first calls would wait for it
         r = math_reward("$\\boxed{\\sin(\\pi/6)}$", "\\frac12")
         q.put((r.score, get_pool() is not parent_pool))
 

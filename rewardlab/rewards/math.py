@@ -13,8 +13,15 @@ Three stages, each with its own module:
    decimals, fractions, percentages, thousands separators, scientific notation, short arithmetic,
    polynomials, lists and text answers are decided here without touching a LaTeX parser;
 3. the slow path (:mod:`math_slow`): math-verify + sympy in a worker process of
-   :mod:`rewardlab.rewards.pool`, killed at the deadline (default 1 s). A timeout scores
-   ``timeout_score`` (0.0) with ``info["status"] = "timeout"``.
+   :mod:`rewardlab.rewards.pool`, killed when it has used ``timeout`` seconds of *worker CPU*
+   (default 1 s; so the verdict does not depend on how busy the machine is) or when the call reaches
+   its wall-clock cap ``wall_cap`` (default 5 s, the hang guard, which also covers a cold start). A
+   timeout scores ``timeout_score`` (0.0) with ``info["status"] = "timeout"`` and ``info["phase"]``
+   (``startup``, ``queue``, ``cpu`` or ``wall``); slow-path results carry ``cpu_s`` and ``wall_s``.
+
+Answers longer than :data:`FAST_MAX_CHARS` skip the fast path and go to the worker, so that the
+caller's thread only ever handles bounded text: extraction is linear in the completion, and the
+fast comparison runs on at most ``FAST_MAX_CHARS`` characters.
 
 ``info`` always holds ``status``, ``pred`` (extracted answer or None), ``gold``, ``extraction``
 (how the answer was found), ``rule`` (what decided: ``fast_int``, ``fast_fraction``, ``fast_percent``,
@@ -38,6 +45,8 @@ from rewardlab.rewards.math_extract import Extraction, ExtractionPolicy, extract
 
 _REFUSALS = {"box_spam", "ambiguous", "number_spam"}
 _INFO_CHARS = 300
+FAST_MAX_CHARS = 400
+"""Longest extracted answer (or gold) compared on the caller's thread; longer ones go to a worker."""
 
 
 def _clip(s: str | None) -> str | None:
@@ -58,7 +67,8 @@ class MathReward:
 
     Args:
         policy: how the answer is extracted and which hacks are refused (:class:`ExtractionPolicy`).
-        timeout: seconds allowed for the slow (symbolic) path of one call.
+        timeout: worker CPU seconds allowed for the slow (symbolic) path of one call.
+        wall_cap: wall-clock seconds after which a call returns, whatever happens (hang guard).
         timeout_score: the score of a call that ran out of time.
         correct_score / wrong_score: the scores of a graded answer.
         refused_score: the score of a refused (hacking) or missing answer.
@@ -68,23 +78,26 @@ class MathReward:
     isolated = False
 
     def __init__(self, policy: ExtractionPolicy | None = None, *, timeout: float = 1.0, timeout_score: float = 0.0,
-                 correct_score: float = 1.0, wrong_score: float = 0.0, refused_score: float = 0.0):
+                 correct_score: float = 1.0, wrong_score: float = 0.0, refused_score: float = 0.0,
+                 wall_cap: float = _pool.WALL_CAP):
         self.policy = policy or ExtractionPolicy()
         self.timeout = float(timeout)
+        self.wall_cap = float(wall_cap)
         self.timeout_score = float(timeout_score)
         self.correct_score = float(correct_score)
         self.wrong_score = float(wrong_score)
         self.refused_score = float(refused_score)
 
     def __repr__(self) -> str:
-        return (f"MathReward(policy={self.policy!r}, timeout={self.timeout}, timeout_score={self.timeout_score})")
+        return (f"MathReward(policy={self.policy!r}, timeout={self.timeout}, wall_cap={self.wall_cap}, "
+                f"timeout_score={self.timeout_score})")
 
     def __reduce__(self):
         # the default instance pickles by reference; others by value
         if self is math_reward:
             return "math_reward"
         return (_rebuild, (asdict(self.policy), self.timeout, self.timeout_score, self.correct_score,
-                           self.wrong_score, self.refused_score))
+                           self.wrong_score, self.refused_score, self.wall_cap))
 
     # -- stages
     def _prepare(self, completion: Any, reference: Any) -> tuple[Extraction, Extraction, dict]:
@@ -119,6 +132,8 @@ class MathReward:
                     "number_spam": "the answer hides among many numbers",
                 }[problem]
             return RewardResult(self.refused_score, info)
+        if len(pred.answer) > FAST_MAX_CHARS or len(gold.answer) > FAST_MAX_CHARS:
+            return None  # long answers are compared where the pool can stop them
         d = fast_compare(pred.answer, gold.answer)
         if d.equal is None:
             return None
@@ -137,32 +152,37 @@ class MathReward:
         if r is not None:
             return r
         pred, gold, info = self._prepare(completion, reference)
-        if _pool.IN_WORKER:
+        if _pool.IN_WORKER:  # the pool running this call enforces its budget
             try:
                 out = _slow_task(pred.answer, gold.answer)
             except Exception as e:  # noqa: BLE001
                 out = {"equal": False, "rule": "error", "status": "error", "detail": f"{type(e).__name__}: {e}"}
-            status = "ok"
         else:
             try:
-                status, out = _pool.get_pool().call(_slow_task, (pred.answer, gold.answer), deadline=self.timeout)
+                res = _pool.get_pool().call(_slow_task, (pred.answer, gold.answer), deadline=self.timeout,
+                                            wall_cap=self.wall_cap)
             except Exception as e:  # noqa: BLE001 - e.g. no process could be started here
-                status, out = "error", f"{type(e).__name__}: {e}"
-        if status == "timeout":
-            info.update(status="timeout", rule="deadline", deadline_s=self.timeout)
-            return RewardResult(self.timeout_score, info)
-        if status != "ok":
-            info.update(status="error", rule="error", error=str(out))
-            return RewardResult(self.wrong_score, info)
+                res = _pool.Outcome("error", f"{type(e).__name__}: {e}")
+            info.update(res.info())
+            if res.status == "timeout":
+                info.update(status="timeout", rule="deadline", deadline_s=self.timeout, wall_cap_s=self.wall_cap)
+                if res.value:
+                    info["detail"] = res.value
+                return RewardResult(self.timeout_score, info)
+            if res.status != "ok":
+                info.update(status="error", rule="error", error=str(res.value))
+                return RewardResult(self.wrong_score, info)
+            out = res.value
         info.update({k: v for k, v in out.items() if k != "equal"})
         if info.get("status") == "gold_parse_error":
             return RewardResult(None, info)  # the reference, not the completion, is at fault
         return self._result(bool(out.get("equal")), info)
 
 
-def _rebuild(policy: dict, timeout: float, timeout_score: float, correct: float, wrong: float, refused: float) -> MathReward:
+def _rebuild(policy: dict, timeout: float, timeout_score: float, correct: float, wrong: float, refused: float,
+             wall_cap: float = _pool.WALL_CAP) -> MathReward:
     return MathReward(ExtractionPolicy(**policy), timeout=timeout, timeout_score=timeout_score,
-                      correct_score=correct, wrong_score=wrong, refused_score=refused)
+                      correct_score=correct, wrong_score=wrong, refused_score=refused, wall_cap=wall_cap)
 
 
 math_reward = register("math")(MathReward())

@@ -83,15 +83,28 @@ def _unwrap_text(s: str, cmds: tuple[str, ...] = _TEXT_CMDS) -> tuple[str, bool]
     return s, found
 
 
-_UNIT_TAIL = re.compile(r"(?<=[\d})\s])\s*((?:[A-Za-z]{2,}\.?\s*)+)(?:\^\s*\{?\d\}?)?\s*$")
-_ORDINAL = re.compile(r"\^\s*\{\s*(?:st|nd|rd|th)\s*\}|(?<=\d)(?:st|nd|rd|th)\b")
-_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°|\\degree|\s*\bdegrees?\b")
-_PERCENT = re.compile(r"\s*(?:\bpercentage\b|\bpercent\b|\bpct\b)")
+# Why none of these patterns can blow up (tests/test_fuzz_rewards.py checks them with regexploit and a
+# fuzzer). On the caller's thread they only ever see answers of at most FAST_MAX_CHARS characters
+# (rewardlab/rewards/math.py sends longer ones to a killable worker), so a pattern that is linear per
+# start position is at worst quadratic in 400 characters. What must never happen is backtracking that
+# is exponential (or polynomial of high degree) in a run: every quantifier that meets a neighbour
+# able to match the same characters is possessive (``*+``, ``++``), so it never gives back what it took.
+#   _UNIT_TAIL: words are possessive runs of letters, so "abab" cannot be re-split as "ab"+"ab"
+#     (the original ``(?:[A-Za-z]{2,}\.?\s*)+`` was exponential: 22 s at 38 characters).
+#   _ORDINAL, _DEGREE, _TEXT_UNIT, _THOUSANDS_BANG: each ``\s*`` is possessive and is followed by a
+#     literal that whitespace cannot match; _DEGREE/_PERCENT start only at the first space of a run.
+#   _THOUSANDS(_MULTI): the look-behind forbids a start inside a digit group; the groups are
+#     delimited by literal commas (linear backtracking per start).
+#   _REPEAT: fixed literals between disjoint classes.
+_UNIT_TAIL = re.compile(r"(?<=[\d})\s])\s*+((?:[A-Za-z]{2,}+\.?+\s*+)++)(?:\^\s*+\{?\d\}?)?\s*+$")
+_ORDINAL = re.compile(r"\^\s*+\{\s*+(?:st|nd|rd|th)\s*+\}|(?<=\d)(?:st|nd|rd|th)\b")
+_DEGREE = re.compile(r"\^\s*+\{?\s*+\\circ\s*+\}?|\\circ|°|\\degree|(?<!\s)\s*+\bdegrees?\b")
+_PERCENT = re.compile(r"(?<!\s)\s*+(?:\bpercentage\b|\bpercent\b|\bpct\b)")
 _THOUSANDS = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3})+)(?![\d,])")
 _THOUSANDS_MULTI = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3}){2,})(?![\d,])")
 _REPEAT = re.compile(r"(-?)(\d*)\.(\d*)\\overline\{(\d+)\}")
-_THOUSANDS_BANG = re.compile(r"(?<=\d),\\!\s*(?=\d{3})|(?<=\d)\{,\}(?=\d{3})")
-_TEXT_UNIT = re.compile(r"(?<=[\d}\s])\s*\\(?:text|mbox|mathrm|textnormal|textrm)\s*\{\s*([A-Za-z][A-Za-z ./]{0,30})\}\s*(?:\^\s*\{?\d\}?)?\s*\.?\s*$")
+_THOUSANDS_BANG = re.compile(r"(?<=\d),\\!\s*+(?=\d{3})|(?<=\d)\{,\}(?=\d{3})")
+_TEXT_UNIT = re.compile(r"(?<=[\d}\s])\s*+\\(?:text|mbox|mathrm|textnormal|textrm)\s*+\{\s*+([A-Za-z][A-Za-z ./]{0,30})\}\s*+(?:\^\s*+\{?\d\}?)?\s*+\.?\s*+$")
 
 
 def _drop_text_unit(flags: dict):
@@ -134,8 +147,8 @@ def normalize(ans: str) -> tuple[str, dict]:
     flags: dict = {}
     s = ans.strip()
     s = _THOUSANDS_BANG.sub(",", s)
-    s = re.sub(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d{3})", ",", s)
-    s = re.sub(r"\{\s*,\s*\}", ",", s)
+    s = re.sub(r"(?<=\d)\s*+\{\s*+,\s*+\}\s*+(?=\d{3})", ",", s)
+    s = re.sub(r"\{\s*+,\s*+\}", ",", s)
     s = _TEXT_UNIT.sub(_drop_text_unit(flags), s)
     for a, b in _SIMPLE_SUBS:
         if a in s:
@@ -255,10 +268,7 @@ class Seq:
     brackets: str = ""
 
 
-_LIST_SEP = re.compile(r"\s*(?:,|;|\band\b|\bor\b)\s*")
-
-
-_GLUED_CONNECTOR = re.compile(r"(?<=[)\]}])\s*(?:or|and)\s*(?=[(\[{\\])")
+_GLUED_CONNECTOR = re.compile(r"(?<=[)\]}])\s*+(?:or|and)\s*+(?=[(\[{\\])")  # starts only after a closer
 
 
 def _split_items(s: str) -> list[str] | None:
@@ -476,7 +486,7 @@ def _split_assignment(s: str) -> tuple[str, str] | None:
 
 
 def _simple_lhs(lhs: str) -> bool:
-    return bool(lhs) and not re.search(r"\d", re.sub(r"_\{[^}]*\}|_\w", "", lhs)) and len(lhs) <= 40
+    return bool(lhs) and len(lhs) <= 40 and not re.search(r"\d", re.sub(r"_\{[^}]*\}|_\w", "", lhs))
 
 
 def _canon(s: str) -> str:
@@ -652,7 +662,10 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
         if "a word" in str(e) and (_PLAIN_NUMBER.fullmatch(pn) or _PLAIN_NUMBER.fullmatch(gn)):
             d.equal, d.rule = False, "text_vs_number"  # "AZYUK2A" or "answer" is not 2
         return d
-    eq = structures_equal(a, b)
+    try:
+        eq = structures_equal(a, b)
+    except (Unsupported, ValueError, ZeroDivisionError, OverflowError, RecursionError) as e:
+        eq, d.detail = None, f"{type(e).__name__}: {e}"  # e.g. a value too large for a float check
     if eq is None:
         d.detail = "values not comparable here"
         return d

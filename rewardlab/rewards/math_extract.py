@@ -78,24 +78,25 @@ def clean_text(text: str, strip_thinking: bool = True) -> str:
     return text
 
 
-def _match_brace(text: str, open_pos: int) -> int:
-    """Index just past the brace closing ``text[open_pos] == '{'``; -1 if unbalanced. Linear."""
-    depth = 0
-    i = open_pos
-    n = len(text)
+def _closing_braces(text: str) -> dict[int, int]:
+    """Map each unescaped ``{`` to the index just past its closing ``}`` (unbalanced ones are absent).
+
+    One linear pass for the whole text: matching each box's brace on its own would rescan to the end
+    of the text for every unbalanced ``\\boxed{`` (quadratic in a completion of 10,000 of them)."""
+    out: dict[int, int] = {}
+    stack: list[int] = []
+    i, n = 0, len(text)
     while i < n:
         c = text[i]
         if c == "\\":
             i += 2
             continue
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
+            stack.append(i)
+        elif c == "}" and stack:
+            out[stack.pop()] = i + 1
         i += 1
-    return -1
+    return out
 
 
 def find_boxes(text: str) -> list[tuple[int, int, str]]:
@@ -104,6 +105,7 @@ def find_boxes(text: str) -> list[tuple[int, int, str]]:
     pos = 0
     n = len(text)
     nxt = {cmd: text.find(cmd) for cmd in BOX_COMMANDS}  # next occurrence of each command
+    closers: dict[int, int] | None = None
     while True:
         for cmd in BOX_COMMANDS:
             if 0 <= nxt[cmd] < pos:
@@ -119,7 +121,9 @@ def find_boxes(text: str) -> list[tuple[int, int, str]]:
         while j < n and text[j] in " \t":
             j += 1
         if j < n and text[j] == "{":
-            e = _match_brace(text, j)
+            if closers is None:
+                closers = _closing_braces(text)
+            e = closers.get(j, -1)
             if e < 0:  # unbalanced: take the rest of the line, without the brace
                 nl = text.find("\n", j)
                 e = n if nl < 0 else nl
@@ -169,17 +173,25 @@ def _box_groups(text: str, boxes: list[tuple[int, int, str]]) -> list[list[str]]
 
 
 _HASH = re.compile(r"####")
+# Why these cannot blow up (tests/test_fuzz_rewards.py runs regexploit and a fuzzer over them):
+#   _PHRASE runs over the whole completion. Each start needs the literal "answer", "final" or "the";
+#     every whitespace run next to an optional part is possessive, so a match attempt is linear in
+#     the run it meets and never re-splits it (the original ``\s*(?:\*\*)?\s*`` was quadratic in a
+#     run of spaces after "answer").
+#   _NUM_FIND cannot start inside a number (look-behind); comma groups are delimited by literal
+#     commas; the fraction part is possessive. _MATH_SEG scans at most 2,000 characters per opening
+#     delimiter. Both only see a sentence (<= 600 chars) or the last 4,000 characters.
+#   _LEADING_WORDS is anchored at the start and bounded ({0,40}).
 _PHRASE = re.compile(
-    r"(?:final\s+answer|\banswer)s?\s*(?:\*\*)?\s*(?:is|are|:|=)\s*(?::|\*\*)?\s*"
-    r"|\bthe\s+(?:final\s+)?(?:result|solution)\s+is\s*:?\s*",
+    r"(?:final\s++answer|\banswer)s?\s*+(?:\*\*)?\s*+(?:is|are|:|=)\s*+(?::|\*\*)?\s*+"
+    r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+",
     re.IGNORECASE,
 )
-_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:/\d+)?")
-_NUM_FIND = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?%?|(?<![\w.])-?\.\d+")
+_NUM_FIND = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*+/\s*+\d+)?%?|(?<![\w.])-?\.\d+")
 _HEDGE = re.compile(r"\b(?:or|either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
 _HEDGE_STRONG = re.compile(r"\b(?:either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
 _MATH_SEG = re.compile(r"\$\$(.{1,2000}?)\$\$|\$(.{1,2000}?)\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.DOTALL)
-_LEADING_WORDS = re.compile(r"^[A-Za-z][A-Za-z ]{0,40}:?\s*(?=\$|\\\(|\\\[)")
+_LEADING_WORDS = re.compile(r"^[A-Za-z][A-Za-z ]{0,40}:?\s*+(?=\$|\\\(|\\\[)")
 _BARE_OK_WORDS = {"and", "or", "pct", "percent", "percentage", "of", "to"}
 
 

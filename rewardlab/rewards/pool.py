@@ -5,21 +5,35 @@ make. It works for any picklable reward (plain functions, :class:`~rewardlab.rew
 composites) and guarantees:
 
 * results come back in input order, one :class:`RewardResult` per item, never an exception: a reward
-  that raises gives ``status="error"``; one that overruns its deadline gives ``status="timeout"``
-  (score ``reward.timeout_score`` when the reward has one, else 0.0);
+  that raises gives ``status="error"``; one that overruns gives ``status="timeout"`` (score
+  ``reward.timeout_score`` when the reward has one, else 0.0) and ``info["phase"]`` says which limit;
+* **two limits per item.** ``deadline`` is a budget of the *worker's CPU seconds* (read from
+  ``/proc/<pid>/stat`` while the call runs), so a legitimate answer gets the same verdict on an idle
+  machine and on one loaded at several times its cores. ``wall_cap`` (default
+  :data:`WALL_CAP`, 5 s) is the hang guard: no item returns later than that after it starts, whatever
+  happens - a cold pool, a dead worker, a starved machine. Both figures are in ``info``
+  (``cpu_s``/``wall_s`` on every pooled result, ``deadline_s``/``wall_cap_s`` on timeouts);
 * the deadline is enforced from outside: the worker process that overran is SIGKILLed and replaced
   (no ``signal.alarm``, so this works from the main thread, worker threads and asyncio alike);
 * workers are started with the ``forkserver`` method (``spawn`` where there is none), never by forking
-  the caller, which may be a trainer holding gigabytes of tensors; the fork server preloads sympy and
-  math-verify once, so a replacement worker is ready in milliseconds;
+  the caller, which may be a trainer holding gigabytes of tensors; the fork server preloads and warms
+  sympy and math-verify once, so a replacement worker is ready in milliseconds;
 * the reward is pickled once per batch and sent once to each worker, not once per item;
 * a reward with a ``fast(completion, reference, **meta)`` method gets a first pass on the caller's
-  thread: whatever it decides there (most math answers, in microseconds) never crosses a process;
-* rewards with ``isolated = True`` (the code reward isolates itself in its sandbox) and rewards defined
-  in ``__main__`` (which workers cannot import) run in threads of the calling process instead.
+  thread: whatever it decides there (most math answers, in microseconds) never crosses a process.
+  ``fast`` paths are linear-time by construction (see ``tests/test_fuzz_rewards.py``);
+* rewards with ``isolated = True`` (the code reward isolates itself in its sandbox and enforces its
+  own limits) and rewards defined in ``__main__`` (which workers cannot import) run in threads of the
+  calling process instead; a ``__main__`` reward that overruns the wall cap is abandoned (its daemon
+  thread is left to finish) and reported as a timeout.
 
-The pool is created on first use and shut down at exit. ``get_pool().warmup()`` starts it ahead of
-time (the first start imports sympy: about a second).
+**Cold start.** Workers are only ever started by a background thread: the first start of a process
+launches the fork server, which imports and warms sympy (about 2 s of CPU, several times that in
+wall time on a loaded machine). A call that arrives before any worker is ready waits for one, up to
+its wall cap, and otherwise returns ``status="timeout"`` with ``phase="startup"`` - it never blocks
+past the cap, and the start goes on in the background for the next call. The warm-up time is never
+charged to an item's CPU budget. ``get_pool().warmup_async()`` starts the workers ahead of time
+(``rewardlab train`` and ``rewardlab eval`` do so while the model loads); ``warmup()`` waits for them.
 """
 
 from __future__ import annotations
@@ -30,12 +44,13 @@ import hashlib
 import multiprocessing as mp
 import os
 import pickle
+import queue
 import signal
 import sys
 import threading
 import time
-import types
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import spawn as _mp_spawn
 from typing import Any, Callable, Sequence
 
 from rewardlab.rewards.base import RewardResult, as_result
@@ -47,7 +62,11 @@ PRELOAD = ["rewardlab.rewards.math_slow"]
 WORKER_MEMORY_BYTES = 4 << 30
 """Address-space limit of a worker (a pathological expression fails with MemoryError instead of swapping)."""
 STARTUP_TIMEOUT = 120.0
-"""How long to wait for a new worker to report ready (not counted against item deadlines)."""
+"""How long the background starter waits for a new worker to report ready (no caller waits this long)."""
+WALL_CAP = 5.0
+"""Default wall-clock cap of one call, in seconds: the hang guard, from the call's start to its return."""
+WORKER_NAME = "rewardlab-reward-worker"
+_POLL_S = 0.02  # how often a running call's CPU time is checked (replies are read the moment they arrive)
 
 
 def _default_workers() -> int:
@@ -55,6 +74,47 @@ def _default_workers() -> int:
     if env:
         return max(1, int(env))
     return max(2, min(8, os.cpu_count() or 2))
+
+
+try:
+    _CLK_TCK = os.sysconf("SC_CLK_TCK")
+except (AttributeError, ValueError, OSError):
+    _CLK_TCK = 100
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``); None where unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()  # after "pid (comm) ": field 3 (state) is index 0
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15: utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _hide_main_from_workers() -> None:
+    """Workers must not re-import the caller's ``__main__`` script (a trainer script without an
+    ``if __name__ == "__main__"`` guard would run again in every worker). multiprocessing describes
+    ``__main__`` to spawn/forkserver children in ``spawn.get_preparation_data``; drop that part for
+    our workers only, by their process name. (Swapping ``sys.modules["__main__"]`` instead would hide
+    it from the caller's other threads for as long as a cold fork server takes to start.)"""
+    orig = _mp_spawn.get_preparation_data
+    if getattr(orig, "_rewardlab", False):
+        return
+
+    def get_preparation_data(name: str) -> dict:
+        d = orig(name)
+        if name == WORKER_NAME:
+            d.pop("init_main_from_path", None)
+            d.pop("init_main_from_name", None)
+        return d
+
+    get_preparation_data._rewardlab = True  # type: ignore[attr-defined]
+    _mp_spawn.get_preparation_data = get_preparation_data
+
+
+_hide_main_from_workers()
 
 
 # ---------------------------------------------------------------------------- worker side
@@ -88,17 +148,18 @@ def _worker_main(conn: Any, preload: list[str]) -> None:
             _, key, payload = msg
             try:
                 fns[key] = pickle.loads(payload)
-                conn.send(("ok", None))
+                conn.send(("ok", None, 0.0))
             except BaseException as e:  # noqa: BLE001
-                conn.send(("err", f"cannot unpickle the reward: {type(e).__name__}: {e}"))
+                conn.send(("err", f"cannot unpickle the reward: {type(e).__name__}: {e}", 0.0))
         elif op == "call":
             _, key, args, kwargs = msg
+            c0 = time.process_time()
             try:
                 out = fns[key](*args, **kwargs)
-                conn.send(("ok", out))
+                conn.send(("ok", out, time.process_time() - c0))
             except BaseException as e:  # noqa: BLE001 - everything becomes a result
                 try:
-                    conn.send(("err", f"{type(e).__name__}: {str(e)[:500]}"))
+                    conn.send(("err", f"{type(e).__name__}: {str(e)[:500]}", time.process_time() - c0))
                 except Exception:  # noqa: BLE001
                     return
         elif op == "stop":
@@ -107,25 +168,38 @@ def _worker_main(conn: Any, preload: list[str]) -> None:
 
 # ---------------------------------------------------------------------------- parent side
 
-_START_LOCK = threading.Lock()
+@dataclass
+class Outcome:
+    """What one :meth:`WorkerPool.call` came to."""
+
+    status: str
+    """``"ok"``, ``"timeout"`` or ``"error"``."""
+    value: Any = None
+    """The function's return value (ok), or a one-line reason (timeout, error)."""
+    cpu_s: float | None = None
+    """Worker CPU seconds the call used (None when it never ran)."""
+    wall_s: float = 0.0
+    """Wall seconds from the call's start to its return, waiting for a worker included."""
+    phase: str | None = None
+    """For timeouts, the limit that was hit: ``"startup"`` (no worker ready yet), ``"queue"`` (all
+    workers busy), ``"cpu"`` (the CPU budget) or ``"wall"`` (the wall-clock cap while running)."""
+
+    def info(self) -> dict[str, Any]:
+        """The timing figures, as they go into a result's ``info``."""
+        out: dict[str, Any] = {"wall_s": round(self.wall_s, 4)}
+        if self.cpu_s is not None:
+            out["cpu_s"] = round(self.cpu_s, 4)
+        if self.phase:
+            out["phase"] = self.phase
+        return out
 
 
 class _Worker:
     def __init__(self, ctx: Any, preload: list[str]):
         parent, child = ctx.Pipe(duplex=True)
         self.conn = parent
-        self.proc = ctx.Process(target=_worker_main, args=(child, preload), daemon=True, name="rewardlab-reward-worker")
-        with _START_LOCK:
-            # multiprocessing re-imports the caller's __main__ script in spawn/forkserver children (a
-            # trainer script without an ``if __name__ == "__main__"`` guard would run again). Workers
-            # need nothing from __main__, so hide it while the process is described and started.
-            real_main = sys.modules.get("__main__")
-            sys.modules["__main__"] = types.ModuleType("__main__")
-            try:
-                self.proc.start()
-            finally:
-                if real_main is not None:
-                    sys.modules["__main__"] = real_main
+        self.proc = ctx.Process(target=_worker_main, args=(child, preload), daemon=True, name=WORKER_NAME)
+        self.proc.start()  # with a cold fork server this blocks until its preload is done (background thread)
         child.close()
         self.ready = False
         self.loaded: set[str] = set()
@@ -144,6 +218,9 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.is_alive()
 
+    def cpu(self) -> float | None:
+        return process_cpu_seconds(self.proc.pid) if self.proc.pid else None
+
     def kill(self) -> None:
         try:
             self.proc.kill()
@@ -157,7 +234,7 @@ class _Worker:
 
 
 class WorkerPool:
-    """Persistent worker processes with per-call deadlines. Thread-safe; see the module docstring."""
+    """Persistent worker processes with per-call CPU budgets and wall caps. Thread-safe; see the module docstring."""
 
     def __init__(self, max_workers: int | None = None, start_method: str | None = None):
         self.max_workers = max_workers or _default_workers()
@@ -173,126 +250,160 @@ class WorkerPool:
         self.owner_pid = os.getpid()
         self._lock = threading.Condition()
         self._idle: list[_Worker] = []
-        self._all: set[_Worker] = set()
+        self._all: set[_Worker] = set()  # ready workers, idle or busy
         self._closed = False
-        self._pending = 0  # replacements being started in the background
+        self._starting = 0  # workers being started by background threads
+        self.start_error: str | None = None
         self.stats = {"started": 0, "killed": 0, "calls": 0}
 
-    # -- worker management
-    def _new_worker(self) -> _Worker:
-        w = _Worker(self.ctx, PRELOAD)
-        self.stats["started"] += 1
-        return w
+    # -- worker management: every start happens on a background thread
+    def _start_async(self) -> None:
+        """Start one worker in the background (caller holds the lock)."""
+        self._starting += 1
+        threading.Thread(target=self._start_one, daemon=True, name="rewardlab-pool-start").start()
 
-    def _acquire(self, timeout: float | None) -> tuple[_Worker | None, float]:
-        """A free worker (starting one if below max) and the seconds spent waiting for a busy one."""
-        end = None if timeout is None else time.monotonic() + timeout
-        waited = 0.0
+    def _start_one(self) -> None:
+        w = None
+        try:
+            w = _Worker(self.ctx, PRELOAD)
+            ok = w.wait_ready(STARTUP_TIMEOUT)
+            error = None if ok else "a reward worker did not become ready"
+        except Exception as e:  # noqa: BLE001 - reported to the callers that wait
+            ok, error = False, f"cannot start a reward worker: {type(e).__name__}: {e}"
         with self._lock:
+            self._starting -= 1
+            if ok and not self._closed:
+                self.stats["started"] += 1
+                self._all.add(w)  # type: ignore[arg-type]
+                self._idle.append(w)  # type: ignore[arg-type]
+                self.start_error = None
+            else:
+                if w is not None:
+                    w.kill()
+                self.start_error = error or self.start_error
+            self._lock.notify_all()
+
+    def _grow(self, n: int = 1) -> None:
+        """Start up to ``n`` more workers, within ``max_workers`` (caller holds the lock)."""
+        for _ in range(n):
+            if self._closed or len(self._all) + self._starting >= self.max_workers:
+                return
+            self._start_async()
+
+    def _acquire(self, until: float) -> tuple[_Worker | None, str]:
+        """An idle worker, waiting until the monotonic time ``until``; else (None, why)."""
+        with self._lock:
+            asked = False
             while True:
                 if self._closed:
                     raise RuntimeError("the reward pool is shut down")
                 if self._idle:
-                    return self._idle.pop(), waited
-                if len(self._all) + self._pending < self.max_workers:
-                    w = self._new_worker()
-                    self._all.add(w)
-                    return w, waited
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    return None, waited
-                t = time.monotonic()
+                    return self._idle.pop(), ""
+                if not asked:
+                    self._grow(1)
+                    asked = True
+                left = until - time.monotonic()
+                if left <= 0:
+                    return None, "queue" if self._all else "startup"
                 self._lock.wait(left)
-                waited += time.monotonic() - t
 
     def _release(self, w: _Worker, broken: bool) -> None:
         if broken:
             w.kill()
             self.stats["killed"] += 1
         with self._lock:
-            if broken:
+            if broken or self._closed:
+                if not broken:
+                    w.kill()
                 self._all.discard(w)
-                if not self._closed:
-                    # start the replacement now, in the background, so that neither this call nor the
-                    # next one waits for the fork
-                    self._pending += 1
-                    threading.Thread(target=self._replace, daemon=True, name="rewardlab-pool-replace").start()
-            elif self._closed:
-                w.kill()
-                self._all.discard(w)
+                if broken:
+                    self._grow(1)  # the replacement forks from the warm fork server, in the background
             else:
                 self._idle.append(w)
-            self._lock.notify()
+            self._lock.notify_all()
 
-    def _replace(self) -> None:
-        try:
-            nw = self._new_worker()
-        except Exception:  # noqa: BLE001 - the next _acquire starts one itself
-            nw = None
+    def warmup_async(self, n: int | None = None) -> None:
+        """Start ``n`` workers (default all) in the background and return at once. Idempotent."""
         with self._lock:
-            self._pending -= 1
-            if nw is not None:
-                if self._closed:
-                    nw.kill()
-                else:
-                    self._all.add(nw)
-                    self._idle.append(nw)
-            self._lock.notify()
+            self._grow(min(n or self.max_workers, self.max_workers) - len(self._all) - self._starting)
 
-    def warmup(self, n: int | None = None) -> None:
-        """Start ``n`` workers (default all) and wait until they are ready."""
-        ws = [self._acquire(None)[0] for _ in range(min(n or self.max_workers, self.max_workers))]
-        for w in ws:
-            ok = w is not None and w.wait_ready(STARTUP_TIMEOUT)
-            if w is not None:
-                self._release(w, broken=not ok)
+    def warmup(self, n: int | None = None, timeout: float = STARTUP_TIMEOUT) -> bool:
+        """Start ``n`` workers (default all) and wait until they are ready; False if they were not in time."""
+        want = min(n or self.max_workers, self.max_workers)
+        end = time.monotonic() + timeout
+        with self._lock:
+            self._grow(want - len(self._all) - self._starting)
+            while len(self._all) < want and time.monotonic() < end:
+                if not self._starting:  # a start failed: try again until the timeout
+                    self._grow(want - len(self._all))
+                self._lock.wait(min(0.5, max(end - time.monotonic(), 0.0)))
+            return len(self._all) >= want
 
     def call(self, fn: Any, args: tuple = (), kwargs: dict | None = None, *, deadline: float = 1.0,
-             key: str | None = None, payload: bytes | None = None) -> tuple[str, Any]:
-        """Run ``fn(*args, **kwargs)`` in a worker within ``deadline`` seconds of compute.
+             wall_cap: float | None = None, key: str | None = None, payload: bytes | None = None) -> Outcome:
+        """Run ``fn(*args, **kwargs)`` in a worker: at most ``deadline`` worker CPU seconds, and back
+        within ``wall_cap`` wall seconds (default ``max(WALL_CAP, deadline)``) of this call, always.
 
-        Returns ``("ok", value)``, ``("timeout", None)`` or ``("error", message)``. ``fn`` is pickled
-        (by reference for module-level functions) once per worker; pass ``key``/``payload`` to reuse a
-        pickle made by the caller. Waiting for a busy worker counts against the deadline; starting a
-        worker and loading the reward into it do not (they are bounded by ``STARTUP_TIMEOUT``;
-        replacements are forked from the warm fork server in the background, in milliseconds).
+        ``fn`` is pickled (by reference for module-level functions) once per worker; pass
+        ``key``/``payload`` to reuse a pickle made by the caller. Waiting for a worker (cold start,
+        busy pool) counts against the wall cap only.
         """
+        t0 = time.monotonic()
+        cap = max(WALL_CAP, deadline) if wall_cap is None else wall_cap
+        until = t0 + cap
         if payload is None:
             payload = pickle.dumps(fn)
         if key is None:
             key = hashlib.sha1(payload).hexdigest()
-        w, queued = self._acquire(deadline)  # waiting for a busy worker counts against the deadline
+        w, phase = self._acquire(until)
         if w is None:
-            return "timeout", "no worker became free within the deadline"
+            why = {"startup": "no reward worker was ready yet (cold start)" + (f": {self.start_error}" if self.start_error else ""),
+                   "queue": "every reward worker stayed busy"}[phase]
+            return Outcome("timeout", f"{why} within the {cap:g} s wall-clock cap", None, time.monotonic() - t0, phase)
         broken = False
+        cpu_used: float | None = None
         try:
-            # Starting a worker and loading the reward are not the input's doing: they are bounded by
-            # STARTUP_TIMEOUT, not by the item's deadline (a slow import must not cascade into kills).
-            if not w.wait_ready(STARTUP_TIMEOUT):
-                broken = True
-                return "error", "reward worker failed to start"
             if key not in w.loaded:
                 w.conn.send(("load", key, payload))
-                if not w.conn.poll(STARTUP_TIMEOUT):
+                if not w.conn.poll(max(until - time.monotonic(), 0.0)):
                     broken = True
-                    return "error", "reward worker did not load the reward"
-                status, msg = w.conn.recv()
+                    return Outcome("timeout", "loading the reward overran the wall-clock cap", None,
+                                   time.monotonic() - t0, "wall")
+                status, msg, _ = w.conn.recv()
                 if status != "ok":
-                    return "error", msg
+                    return Outcome("error", msg, None, time.monotonic() - t0)
                 w.loaded.add(key)
-            t0 = time.monotonic()
             self.stats["calls"] += 1
+            cpu0 = w.cpu()
             w.conn.send(("call", key, args, kwargs or {}))
-            if not w.conn.poll(max(deadline - queued - (time.monotonic() - t0), 0.0)):
-                broken = True
-                return "timeout", None
-            status, value = w.conn.recv()
-            return ("ok", value) if status == "ok" else ("error", value)
+            t_run = time.monotonic()
+            while True:
+                left = until - time.monotonic()
+                if left <= 0:
+                    broken = True
+                    cpu = w.cpu()
+                    cpu_used = None if cpu is None or cpu0 is None else cpu - cpu0
+                    return Outcome("timeout", None, cpu_used, time.monotonic() - t0, "wall")
+                if w.conn.poll(min(_POLL_S, left)):
+                    break
+                cpu = w.cpu()
+                if cpu is not None and cpu0 is not None:
+                    over = cpu - cpu0 > deadline
+                else:  # no /proc here: the budget falls back to wall time while running
+                    cpu, over = None, time.monotonic() - t_run > deadline
+                if over:
+                    broken = True
+                    return Outcome("timeout", None, None if cpu is None else cpu - cpu0, time.monotonic() - t0, "cpu")
+            status, value, cpu_used = w.conn.recv()
+            if cpu_used > deadline:  # finished, but past its budget between two checks
+                return Outcome("timeout", None, cpu_used, time.monotonic() - t0, "cpu")
+            return Outcome("ok" if status == "ok" else "error", value, cpu_used, time.monotonic() - t0)
         except (EOFError, OSError, BrokenPipeError) as e:
             broken = True
-            return "error", f"reward worker died: {type(e).__name__}"
+            return Outcome("error", f"reward worker died: {type(e).__name__}", cpu_used, time.monotonic() - t0)
         except (pickle.PicklingError, TypeError, AttributeError) as e:
-            return "error", f"cannot send the call to a worker: {type(e).__name__}: {e}"
+            return Outcome("error", f"cannot send the call to a worker: {type(e).__name__}: {e}", None,
+                           time.monotonic() - t0)
         finally:
             self._release(w, broken or not w.alive())
 
@@ -352,10 +463,12 @@ atexit.register(shutdown_pool)
 
 # ---------------------------------------------------------------------------- batch API
 
-def _timeout_result(reward: Any, deadline: float, detail: Any = None) -> RewardResult:
-    info = {"status": "timeout", "deadline_s": deadline}
-    if detail:
-        info["detail"] = detail
+def _timeout_result(reward: Any, deadline: float, cap: float, outcome: Outcome | None = None) -> RewardResult:
+    info: dict[str, Any] = {"status": "timeout", "deadline_s": deadline, "wall_cap_s": cap}
+    if outcome is not None:
+        info.update(outcome.info())
+        if outcome.value:
+            info["detail"] = outcome.value
     return RewardResult(float(getattr(reward, "timeout_score", 0.0)), info)
 
 
@@ -384,6 +497,57 @@ def _call_safely(reward: Any, c: Any, ref: Any, meta: dict) -> RewardResult:
         return _error_result(f"{type(e).__name__}: {str(e)[:500]}")
 
 
+def _run_bounded(fn: Callable[[int], RewardResult], items: list[int], nthreads: int, cap: float | None,
+                 on_overrun: Callable[[int], RewardResult]) -> dict[int, RewardResult]:
+    """Run ``fn(i)`` for every ``i`` on ``nthreads`` daemon threads. With a ``cap``, an item still
+    running ``cap`` seconds after it started is given ``on_overrun(i)`` and its thread is abandoned
+    (daemon threads never hold up the interpreter's exit); a replacement thread keeps the rest going."""
+    todo: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+    for i in items:
+        todo.put(i)
+    done: dict[int, RewardResult] = {}
+    started: dict[int, float] = {}
+    cond = threading.Condition()
+
+    def runner() -> None:
+        while True:
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            with cond:
+                started[i] = time.monotonic()
+            r = fn(i)
+            with cond:
+                done.setdefault(i, r)
+                cond.notify_all()
+                if i in abandoned:
+                    return  # a replacement took this thread's place
+
+    abandoned: set[int] = set()
+
+    def spawn() -> None:
+        threading.Thread(target=runner, daemon=True, name="rewardlab-score").start()
+
+    for _ in range(max(1, min(nthreads, len(items)))):
+        spawn()
+    with cond:
+        while len(done) < len(items):
+            now = time.monotonic()
+            wait = 0.5
+            if cap is not None:
+                for i, t in started.items():
+                    if i not in done and now - t >= cap:
+                        done[i] = on_overrun(i)
+                        abandoned.add(i)
+                        spawn()
+                running = [t for i, t in started.items() if i not in done]
+                if running:
+                    wait = max(0.0, min(running) + cap - now) + 0.001
+            cond.wait(wait)
+    return done
+
+
 def score_batch(
     reward: Callable[..., RewardResult],
     completions: Sequence[Any],
@@ -391,18 +555,21 @@ def score_batch(
     metas: Sequence[dict] | None = None,
     *,
     deadline: float = 1.0,
+    wall_cap: float | None = None,
     workers: int | None = None,
 ) -> list[RewardResult]:
     """Score ``completions[i]`` against ``references[i]`` (with ``**metas[i]``) in parallel, in input order.
 
-    ``deadline`` is per item, in seconds of worker time; ``workers`` caps the parallelism (default:
-    the pool size, CPU count up to 8). Never raises for a bad item: see the module docstring.
+    ``deadline`` is per item, in worker CPU seconds; ``wall_cap`` (default ``max(WALL_CAP, deadline)``)
+    bounds each item's wall time from its start. ``workers`` caps the parallelism (default: the pool
+    size, CPU count up to 8). Never raises for a bad item: see the module docstring.
     """
     n = len(completions)
     if len(references) != n or (metas is not None and len(metas) != n):
         raise ValueError(f"score_batch: {n} completions but {len(references)} references"
                          + ("" if metas is None else f" and {len(metas)} metas"))
     metas = list(metas) if metas is not None else [{} for _ in range(n)]
+    cap = max(WALL_CAP, deadline) if wall_cap is None else float(wall_cap)
     results: list[RewardResult | None] = [None] * n
 
     in_process = _in_process(reward)
@@ -418,42 +585,50 @@ def score_batch(
                              "define it at module level or set isolated = True") from None
         key = hashlib.sha1(payload).hexdigest()
         pool = get_pool(workers)
+        pool.warmup_async()  # a cold pool starts every worker now, not one per waiting item
         nthreads = workers or pool.max_workers
 
     def one(i: int) -> RewardResult:
         meta = metas[i] or {}
         if pool is None:
             return _call_safely(reward, completions[i], references[i], meta)
-        status, value = pool.call(reward, (completions[i], references[i]), meta,
-                                  deadline=deadline, key=key, payload=payload)
-        if status == "ok":
-            return _coerce(value)
-        if status == "timeout":
-            return _timeout_result(reward, deadline, value)
-        return _error_result(str(value))
+        out = pool.call(reward, (completions[i], references[i]), meta,
+                        deadline=deadline, wall_cap=cap, key=key, payload=payload)
+        if out.status == "ok":
+            r = _coerce(out.value)
+            r.info.update({k: v for k, v in out.info().items() if k not in r.info})
+            return r
+        if out.status == "timeout":
+            return _timeout_result(reward, deadline, cap, out)
+        return _error_result(str(out.value))
 
     fast = getattr(reward, "fast", None)
-    with ThreadPoolExecutor(max_workers=max(1, nthreads), thread_name_prefix="rewardlab-score") as ex:
-        futures = {}
-        for i in range(n):
-            r = None
-            if callable(fast):
-                try:
-                    r = fast(completions[i], references[i], **(metas[i] or {}))
-                except Exception:  # noqa: BLE001 - the full call will report it
-                    r = None
-            if r is not None:
-                results[i] = r
-            else:  # undecided here: start it now, while the caller keeps deciding the rest
-                futures[i] = ex.submit(one, i)
-        for i, fut in futures.items():
-            results[i] = fut.result()
+    slow: list[int] = []
+    for i in range(n):
+        r = None
+        if callable(fast):
+            try:
+                r = fast(completions[i], references[i], **(metas[i] or {}))
+            except Exception:  # noqa: BLE001 - the full call will report it
+                r = None
+        if r is not None:
+            results[i] = r
+        else:
+            slow.append(i)
+    if slow:
+        # Pooled calls enforce the cap themselves; in-process ones are abandoned at it, except
+        # isolated rewards, which enforce their own limits (the code reward's sandbox kills its runs).
+        guard = None if pool is not None or getattr(reward, "isolated", False) else cap
+        overrun = lambda i: _timeout_result(reward, deadline, cap, Outcome("timeout", "abandoned at the wall-clock cap",  # noqa: E731
+                                                                         None, cap, "wall"))
+        for i, r in _run_bounded(one, slow, nthreads, guard, overrun).items():
+            results[i] = r
     return results  # type: ignore[return-value]
 
 
 async def ascore_batch(reward: Callable[..., RewardResult], completions: Sequence[Any], references: Sequence[Any],
-                       metas: Sequence[dict] | None = None, *, deadline: float = 1.0,
+                       metas: Sequence[dict] | None = None, *, deadline: float = 1.0, wall_cap: float | None = None,
                        workers: int | None = None) -> list[RewardResult]:
     """:func:`score_batch` for asyncio code: runs in a thread, so the event loop keeps running."""
     return await asyncio.to_thread(score_batch, reward, completions, references, metas,
-                                   deadline=deadline, workers=workers)
+                                   deadline=deadline, wall_cap=wall_cap, workers=workers)
