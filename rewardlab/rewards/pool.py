@@ -548,6 +548,15 @@ def _run_bounded(fn: Callable[[int], RewardResult], items: list[int], nthreads: 
     return done
 
 
+def prewarm(reward: Any, workers: int | None = None) -> None:
+    """Start the workers ``reward`` will need, in the background (a no-op for in-process rewards).
+
+    Call it when a job starts (``rewardlab train`` and ``eval`` do, before loading the model), so
+    that the fork server's import of sympy overlaps the model load instead of the first batch."""
+    if not _in_process(reward):
+        get_pool(workers).warmup_async()
+
+
 def score_batch(
     reward: Callable[..., RewardResult],
     completions: Sequence[Any],
