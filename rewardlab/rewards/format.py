@@ -89,6 +89,8 @@ class ThinkAnswerFormat(CheapReward):
             rf"{open_t}(?P<think>.*?){re.escape(f'</{t}>')}(?P<between>.*?)"
             rf"{re.escape(f'<{a}>')}(?P<answer>.*?){re.escape(f'</{a}>')}"
         )
+        # Linear: each of the four tags occurs exactly once (checked above), so every lazy ``.*?``
+        # has a single place where the next literal tag can match, and no split is ever retried.
         m = re.fullmatch(rf"(?P<before>.*?){body}(?P<after>.*?)", text, flags=re.DOTALL)
         if m is None:
             return _fail(info, "wrong_order")
@@ -104,8 +106,10 @@ class ThinkAnswerFormat(CheapReward):
         return RewardResult(1.0, info)
 
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_HASH_LINE = re.compile(r"^[ \t]*####(?!#)[ \t]*(?P<ans>[^\n]*)$", re.MULTILINE)
+# Linear: _BOXED starts only at a backslash and its one ``\s*`` is followed by a literal brace;
+# _HASH_LINE starts only at a line start, and ``[^\n]*`` runs to a ``$`` that always matches.
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*+\{")
+_HASH_LINE = re.compile(r"^[ \t]*+####(?!#)[ \t]*+(?P<ans>[^\n]*)$", re.MULTILINE)
 
 
 def boxed_spans(text: str) -> list[tuple[int, int] | None]:
