@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -56,7 +57,7 @@ def live():
     from rewardlab.rewards.pool import get_pool
 
     get_pool().warmup(1)  # start a worker before the first request (sympy preload takes seconds on a busy box)
-    with LiveServer(create_app(reward, pool=True, deadline=60.0, max_batch=64)) as srv:
+    with LiveServer(create_app(reward, pool=True, deadline=60.0, max_batch=64, max_body=16384)) as srv:
         yield srv
 
 
@@ -89,37 +90,87 @@ def test_get_reward_protocol(client):
     assert data["extra_logs"]["label"] == [1.0, 0.0]
     assert data["extra_logs"]["label_graded"] == [1.0, 1.0]
     assert data["extra_logs"]["graded"] == [1.0, 1.0]
-    # prompts and labels are optional; without a label that component is skipped, not 0
-    r = client.post("/get_reward", json={"query": ["\\boxed{1}"]})
+    # a null label means "no reference": that component is skipped, not 0; "queries" is accepted for "query"
+    r = client.post("/get_reward", json={"queries": ["\\boxed{1}"], "prompts": [""], "labels": [None]})
     assert r.status_code == 200 and r.json()["rewards"] == [1.0]
     assert r.json()["extra_logs"]["label_graded"] == [0.0]
-    assert client.post("/get_reward", json={"query": []}).json()["rewards"] == []
+    r = client.post("/get_reward", json={"query": [], "prompts": [], "labels": []})  # an empty batch: empty lists
+    assert r.status_code == 200 and r.json()["rewards"] == [] and r.json()["scores"] == []
 
 
-@pytest.mark.parametrize(
-    "content,status",
-    [
-        (b"{not json", 400),  # body is not JSON
-        (b"[1, 2]", 400),  # JSON but not an object
-        (b'{"prompts": ["a"]}', 422),  # no query
-        (b'{"query": "abc"}', 422),  # query not a list
-        (b'{"query": [1, 2]}', 422),  # query items not strings
-        (b'{"query": ["a", "b"], "prompts": ["a"]}', 422),  # prompts length mismatch
-        (b'{"query": ["a"], "labels": "x"}', 422),  # labels not a list
-        (b'{"query": ["a"], "labels": ["x", "y"]}', 422),  # labels length mismatch
-        (b'{"query": [' + b",".join([b'"q"'] * 65) + b"]}", 413),  # larger than max_batch
-    ],
-)
-def test_malformed_requests_get_4xx(client, content, status):
+def _body(**over) -> bytes:
+    """A valid two-sample request with ``over`` replacing (or, as ``None``, deleting) top-level keys."""
+    body = {"query": ["Q1 \\boxed{4}", "Q2 x"], "prompts": ["Q1 ", "Q2 "], "labels": ["4", "5"]}
+    for k, v in over.items():
+        if v is None:
+            body.pop(k, None)
+        else:
+            body[k] = v
+    return json.dumps(body).encode()
+
+
+# (what is wrong, body bytes, status, words the one-line reason must contain)
+MALFORMED = [
+    ("not JSON", b"{not json", 400, "not valid JSON"),
+    ("empty body", b"", 400, "empty"),
+    ("not UTF-8", b'{"query": ["\xff"]}', 400, "not"),
+    ("NaN is not JSON", b'{"query": ["a"], "prompts": ["a"], "labels": [NaN]}', 400, "NaN"),
+    ("nested too deeply", b"[" * 5000 + b"]" * 5000, 400, "nested too deeply"),
+    ("JSON list, not an object", b"[1, 2]", 400, "JSON object"),
+    ("JSON string, not an object", b'"query"', 400, "JSON object"),
+    ("misspelt query key", _body(query=None, querys=["a", "b"]), 422, "unknown key 'querys' (did you mean 'query'?)"),
+    ("misspelt labels key", _body(labels=None, lables=["4", "5"]), 422, "'lables' (did you mean 'labels'?)"),
+    ("extra key", _body(extra=1), 422, "unknown key 'extra'"),
+    ("both query and queries", _body(queries=["a", "b"]), 422, "not both"),
+    ("missing labels", _body(labels=None), 422, "missing 'labels'"),
+    ("missing prompts", _body(prompts=None), 422, "missing 'prompts'"),
+    ("missing query", _body(query=None), 422, "missing 'query'"),
+    ("empty object", b"{}", 422, "missing 'query', 'prompts', 'labels'"),
+    ("query is a string", _body(query="abc"), 422, "'query' must be a list of strings, got a string"),
+    ("query null", b'{"query": null, "prompts": [], "labels": []}', 422, "'query' must be a list of strings, got null"),
+    ("query items not strings", _body(query=[1, 2]), 422, "query[0] must be a string, got a number"),
+    ("prompts items not strings", _body(prompts=["a", None]), 422, "prompts[1] must be a string, got null"),
+    ("prompts too short", _body(prompts=["a"]), 422, "'prompts' has 1 items but 'query' has 2"),
+    ("labels not a list", _body(labels="4"), 422, "'labels' must be a list"),
+    ("labels too long", _body(labels=["4", "5", "6"]), 422, "'labels' has 3 items but 'query' has 2"),
+    ("labels empty", _body(labels=[]), 422, "'labels' has 0 items but 'query' has 2"),
+    ("label is a list", _body(labels=["4", ["5"]]), 422, "labels[1] must be a string, number, object or null, got a list"),
+    ("label is a boolean", _body(labels=[True, "5"]), 422, "labels[0] must be a string, number, object or null"),
+    ("batch over max_batch", _body(query=["q"] * 65, prompts=[""] * 65, labels=[None] * 65), 413, "server limit of 64"),
+    ("body over max_body", _body(query=["q" * 20_000, "x"]), 413, "bytes exceeds the server limit of 16384 bytes"),
+]
+
+
+@pytest.mark.parametrize("what,content,status,reason", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_requests_get_4xx_with_a_one_line_reason(client, what, content, status, reason):
     r = client.post("/get_reward", content=content, headers={"content-type": "application/json"})
-    assert r.status_code == status
-    assert "error" in r.json()
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert reason in error and "\n" not in error and len(error) < 400, error
+    assert "rewards" not in r.json()  # never scored
     assert client.get("/health").status_code == 200  # and the server is still up
 
 
+def test_a_streamed_body_over_the_limit_is_413(client):
+    """No Content-Length (chunked upload): the limit is enforced while reading."""
+    def chunks():
+        yield b'{"query": ["'
+        for _ in range(20):
+            yield b"q" * 1000
+        yield b'"], "prompts": [""], "labels": [null]}'
+
+    r = client.post("/get_reward", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "exceeds the server limit" in r.json()["error"]
+
+
 def test_wrong_method_and_path(client):
-    assert client.get("/get_reward").status_code == 405
-    assert client.post("/nope", json={}).status_code == 404
+    r = client.get("/get_reward")
+    assert r.status_code == 405 and r.json() == {"error": "GET /get_reward: method not allowed, use POST"}
+    assert r.headers["allow"] == "POST"
+    r = client.post("/health", json={})
+    assert r.status_code == 405 and "use GET" in r.json()["error"]
+    r = client.post("/nope", json={})
+    assert r.status_code == 404 and r.json()["error"] == "no endpoint /nope; use POST /get_reward or GET /health"
 
 
 def test_1000_requests_from_50_concurrent_clients(live):

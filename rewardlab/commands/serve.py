@@ -52,6 +52,8 @@ def listen(host: str, port: int) -> socket.socket:
 @click.option("--no-pool", is_flag=True, help="Score in the server process instead of the worker pool.")
 @click.option("--max-batch", default=65536, show_default=True, type=click.IntRange(min=1),
               help="Largest batch accepted per request.")
+@click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Largest request body accepted, in MiB (larger: 413).")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(
     host: str,
@@ -61,9 +63,12 @@ def serve(
     workers: int | None,
     no_pool: bool,
     max_batch: int,
+    max_body_mb: float,
     log_level: str,
 ) -> None:
     """Serve rewards at POST /get_reward (OpenRLHF remote reward protocol) and GET /health."""
+    import logging
+
     import uvicorn
 
     from rewardlab.rewards.base import reward_name
@@ -73,9 +78,16 @@ def serve(
     if deadline <= 0:
         raise RewardlabError("--deadline must be positive")
     reward = reward_from_specs(rewards)
-    app = create_app(reward, pool=not no_pool, deadline=deadline, workers=workers, max_batch=max_batch)
+    app = create_app(reward, pool=not no_pool, deadline=deadline, workers=workers, max_batch=max_batch,
+                     max_body=int(max_body_mb * 2**20))
     sock = listen(host, port)
     port = sock.getsockname()[1]  # the real port when --port 0 asked for a free one
     click.echo(f"rewardlab serve: reward {reward_name(reward)!r} on http://{host}:{port}/get_reward", err=True)
+    handler = logging.StreamHandler()  # refused requests: one warning line each, beside uvicorn's own log
+    handler.setFormatter(logging.Formatter("%(levelname)s:  rewardlab: %(message)s"))
+    server_log = logging.getLogger("rewardlab.server")
+    server_log.addHandler(handler)
+    server_log.setLevel(log_level.upper())
+    server_log.propagate = False
     config = uvicorn.Config(app, log_level=log_level, access_log=log_level == "debug")
     uvicorn.Server(config).run(sockets=[sock])
