@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     global _debug
     _debug = _debug or "--debug" in args
     try:
-        cli.main(args=args, prog_name="rewardlab", standalone_mode=False)
+        rc = cli.main(args=args, prog_name="rewardlab", standalone_mode=False)
+        if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
+            sys.exit(rc)  # without standalone mode click returns a command's click.exceptions.Exit code
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.UsageError as e:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +152,7 @@ class TrainConfig:
 
     # --- output ---
     output_dir: str | None = None
-    """Run directory (None = runs/<algo>-<task>); rerunning in the same folder resumes."""
+    """Run directory (None = runs/<algo>-<task>-<model>); rerunning in the same folder resumes; one run at a time."""
     save_every: int = 10
     """Save a checkpoint every N steps (and always at the end or on Ctrl-C)."""
     keep_checkpoints: int = 2
@@ -354,6 +355,8 @@ def validate(cfg: TrainConfig) -> None:
         )
     if cfg.threads is not None and cfg.threads < 1:
         raise RewardlabError(f"--threads must be >= 1, got {cfg.threads}")
+    if not _DEVICE_RE.match(str(cfg.device).strip().lower()):
+        raise RewardlabError(f"--device {cfg.device!r}: expected cpu, cuda, cuda:N or auto")
 
 
 def resolve_algo(cfg: TrainConfig) -> dict[str, Any]:
@@ -477,14 +480,86 @@ def save_yaml(path: str | os.PathLike, cfg: TrainConfig, *, derived: Derived | N
     os.replace(tmp, path)
 
 
+_RESUME_FREE = {"steps", "output_dir", "progress", "plots", "tensorboard", "wandb", "save_every",
+                "keep_checkpoints", "eval_before_after", "eval_limit", "threads", "reward_workers",
+                "rollout_batch_size", "device", "vllm_gpu_memory_utilization", "vllm_sleep_mode"}
+"""Settings a run may resume with changed: they do not alter the training trajectory."""
+
+
+def settings_diff(saved: dict[str, Any], cfg: TrainConfig) -> list[tuple[str, Any, Any]]:
+    """``(name, saved value, value now)`` for each trajectory-changing setting that differs, by name."""
+    now = to_dict(cfg)
+    return sorted((k, saved[k], v) for k, v in now.items() if k not in _RESUME_FREE and k in saved and saved[k] != v)
+
+
 def settings_differ(saved: dict[str, Any], cfg: TrainConfig) -> list[str]:
     """Names of settings that change the training trajectory and differ from a saved run's."""
-    ignore = {"steps", "output_dir", "progress", "plots", "tensorboard", "wandb", "save_every",
-              "keep_checkpoints", "eval_before_after", "eval_limit", "threads", "reward_workers",
-              "rollout_batch_size", "device", "vllm_gpu_memory_utilization", "vllm_sleep_mode"}
-    now = to_dict(cfg)
-    return sorted(k for k, v in now.items() if k not in ignore and k in saved and saved[k] != v)
+    return [name for name, _, _ in settings_diff(saved, cfg)]
+
+
+def describe_diff(diff: list[tuple[str, Any, Any]]) -> str:
+    """``--lr 0.0001 -> 0.0002, --algo 'gspo' -> 'grpo'``: what :func:`settings_diff` found, for one line."""
+    def show(v: Any) -> str:
+        return repr(v) if isinstance(v, str) else str(v)
+
+    return ", ".join(f"--{name.replace('_', '-')} {show(old)} -> {show(new)}" for name, old, new in diff)
+
+
+_DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
+
+
+def resolve_device(device: str) -> str:
+    """The device a run will use (``auto`` -> ``cuda`` when available, else ``cpu``), checked now.
+
+    ``--device cuda`` on a machine without a usable GPU, ``cuda:3`` with two GPUs or a misspelt
+    device type is a one-line :class:`RewardlabError`, raised before any model is loaded.
+    """
+    import torch
+
+    spec = str(device).strip().lower()
+    if spec == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not _DEVICE_RE.match(spec):
+        raise RewardlabError(f"--device {device!r}: expected cpu, cuda, cuda:N or auto")
+    try:
+        dev = torch.device(spec)
+    except (RuntimeError, ValueError):
+        raise RewardlabError(f"--device {device!r}: not a device torch knows; use cpu, cuda, cuda:N or auto") from None
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = ("this torch build has no CUDA support" if torch.version.cuda is None
+                   else "no CUDA GPU is visible" + (f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r})"
+                                                     if "CUDA_VISIBLE_DEVICES" in os.environ else ""))
+            raise RewardlabError(f"--device {device}: CUDA is not available here ({why}); use --device cpu or auto")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise RewardlabError(f"--device {device}: this machine has {count} CUDA device(s), numbered 0..{count - 1}")
+        return spec
+    backend = getattr(torch.backends, dev.type, None) if dev.type == "mps" else getattr(torch, dev.type, None)
+    available = getattr(backend, "is_available", None)
+    if callable(available) and not available():
+        raise RewardlabError(f"--device {device}: {dev.type} is not available here; use --device cpu or auto")
+    return spec
+
+
+def check_model(model: str | None) -> None:
+    """Fail now, with one line, on a model reference that cannot load: a missing local path or a
+    folder that is no ``save_pretrained`` model. Hub ids and the default model pass (loading decides)."""
+    if model is None or str(model) == "default":
+        return
+    from rewardlab.models import _looks_like_path
+
+    name = str(model)
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise RewardlabError(f"{name} is not a model folder (expected a save_pretrained folder with config.json)")
+    elif _looks_like_path(name):
+        raise RewardlabError(f"model path {name} does not exist")
 
 
 __all__ = ["TrainConfig", "Derived", "build_config", "derive", "field_docs", "parse_overrides", "resolve_algo",
-           "save_yaml", "to_dict", "validate", "settings_differ", "ALGOS"]
+           "save_yaml", "to_dict", "validate", "settings_differ", "settings_diff", "describe_diff", "resolve_device",
+           "check_model", "ALGOS"]

@@ -51,7 +51,9 @@ from typing import Any, Sequence
 import yaml
 
 from rewardlab import __version__
+from rewardlab.config import check_model, resolve_device
 from rewardlab.errors import RewardlabError
+from rewardlab.locks import FolderLock
 from rewardlab.passk import Summary, paired_difference, pass_at_k, summarize
 from rewardlab.tasks import file_sha256, last_boxed, read_jsonl
 
@@ -703,66 +705,72 @@ def run_eval(
     if batch_size < 1:
         raise RewardlabError("--batch-size must be at least 1")
 
-    ctx = _make_ctx(model, tokenizer=tokenizer, engine=engine, rollout=rollout, dtype=dtype, device=device,
-                    batch_size=batch_size, seed=seed, model_label=model_label)
-    if overwrite:
-        for spec in specs:
-            (out / f"samples_{spec.name}.jsonl").unlink(missing_ok=True)
-        (out / RESULTS_FILE).unlink(missing_ok=True)
+    if engine is None:  # cheap checks first: a typo must not cost a model load, nor leave a folder
+        device = resolve_device(device)
+        if model is None or isinstance(model, (str, os.PathLike)):
+            check_model(resolve_model_path(str(model)) if model is not None else None)
+    # One writer per output folder for the whole run; a second eval on it stops here, writing nothing.
+    with FolderLock(out, "eval", hint="wait for it to finish (rerun then to resume), or choose another --output"):
+        ctx = _make_ctx(model, tokenizer=tokenizer, engine=engine, rollout=rollout, dtype=dtype, device=device,
+                        batch_size=batch_size, seed=seed, model_label=model_label)
+        if overwrite:
+            for spec in specs:
+                (out / f"samples_{spec.name}.jsonl").unlink(missing_ok=True)
+            (out / RESULTS_FILE).unlink(missing_ok=True)
 
-    chat_sha = chat_template_sha256(ctx.tokenizer)
-    results: dict[str, Any] = {
-        "results": {}, "details": {}, "configs": {}, "versions": {}, "n-shot": {}, "higher_is_better": {},
-        "n-samples": {}, "samples": {},
-        "config": {
-            "model": ctx.model_label,
-            "model_info": ctx.model_info,
-            "dtype": dtype if engine is None else None,
-            "device": device,
-            "rollout": "custom" if engine is not None else rollout,
-            "batch_size": batch_size,
-            "seed": seed,
-            "limit": limit,
-            "limit_rule": LIMIT_RULE,
-            "chat_template_sha256": chat_sha,
-            "versions": _versions(),
-            "command": ("rewardlab " + shlex.join(sys.argv[1:])) if Path(sys.argv[0]).name in ("rewardlab", "__main__.py") else None,
-        },
-        "rewardlab_version": __version__,
-        "git_hash": git_hash(),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    _carry_over(out / RESULTS_FILE, results, {spec.name for spec in specs})
-    for (spec, rows, source), sampling, ks in zip(loaded, samplings, kss):
-        sample_cfg = {
-            "format": SAMPLES_FORMAT, "benchmark": spec.name, "spec_sha256": spec.sha256, "model": ctx.model_label,
-            "chat_template_sha256": chat_sha, "n": sampling["n"], "temperature": sampling["temperature"],
-            "top_p": sampling["top_p"], "max_new_tokens": sampling["max_new_tokens"], "seed": seed,
-            "batch_size": batch_size if sampling["temperature"] > 0 else None,
-            "data_sha256": source.get("sha256"),
+        chat_sha = chat_template_sha256(ctx.tokenizer)
+        results: dict[str, Any] = {
+            "results": {}, "details": {}, "configs": {}, "versions": {}, "n-shot": {}, "higher_is_better": {},
+            "n-samples": {}, "samples": {},
+            "config": {
+                "model": ctx.model_label,
+                "model_info": ctx.model_info,
+                "dtype": dtype if engine is None else None,
+                "device": device,
+                "rollout": "custom" if engine is not None else rollout,
+                "batch_size": batch_size,
+                "seed": seed,
+                "limit": limit,
+                "limit_rule": LIMIT_RULE,
+                "chat_template_sha256": chat_sha,
+                "versions": _versions(),
+                "command": ("rewardlab " + shlex.join(sys.argv[1:])) if Path(sys.argv[0]).name in ("rewardlab", "__main__.py") else None,
+            },
+            "rewardlab_version": __version__,
+            "git_hash": git_hash(),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
-        store = SampleStore(out / f"samples_{spec.name}.jsonl", {"fingerprint": _fingerprint(sample_cfg), "config": sample_cfg})
-        records = _eval_benchmark(spec, rows, ctx, sampling, store, batch_size=batch_size, seed=seed, progress=progress)
-        flat, details = _bench_results(spec, records, ks, sampling["n"])
-        results["results"][spec.name] = flat
-        results["details"][spec.name] = details
-        results["configs"][spec.name] = {
-            "spec": spec.path, "spec_sha256": spec.sha256, "description": spec.description,
-            "data": {**spec.data, **source}, "reference": spec.reference,
-            "prompt_template": spec.prompt["template"], "system": spec.prompt.get("system"), "chat": spec.prompt.get("chat", True),
-            "prompt_template_sha256": spec.template_sha256, "chat_template_sha256": chat_sha,
-            "num_fewshot": int(spec.prompt.get("shots", 0)), "grader": spec.grader,
-            "grader_deadline_s": float(spec.grader_deadline or DEFAULT_DEADLINES.get(spec.grader, 10.0)),
-            "sampling": sampling, "k": ks, "limit": limit, "limit_rule": LIMIT_RULE,
-        }
-        results["versions"][spec.name] = spec.sha256[:12]
-        results["n-shot"][spec.name] = int(spec.prompt.get("shots", 0))
-        results["higher_is_better"][spec.name] = {f"pass@{x}": True for x in ks}
-        results["n-samples"][spec.name] = {"original": source.get("records"), "effective": len(rows)}
-        results["samples"][spec.name] = store.path.name
-        results["total_evaluation_time_seconds"] = round(time.time() - t0, 2)
-        atomic_write_json(out / RESULTS_FILE, results)  # after each benchmark: partial results are usable
-    return results
+        _carry_over(out / RESULTS_FILE, results, {spec.name for spec in specs})
+        for (spec, rows, source), sampling, ks in zip(loaded, samplings, kss):
+            sample_cfg = {
+                "format": SAMPLES_FORMAT, "benchmark": spec.name, "spec_sha256": spec.sha256, "model": ctx.model_label,
+                "chat_template_sha256": chat_sha, "n": sampling["n"], "temperature": sampling["temperature"],
+                "top_p": sampling["top_p"], "max_new_tokens": sampling["max_new_tokens"], "seed": seed,
+                "batch_size": batch_size if sampling["temperature"] > 0 else None,
+                "data_sha256": source.get("sha256"),
+            }
+            store = SampleStore(out / f"samples_{spec.name}.jsonl", {"fingerprint": _fingerprint(sample_cfg), "config": sample_cfg})
+            records = _eval_benchmark(spec, rows, ctx, sampling, store, batch_size=batch_size, seed=seed, progress=progress)
+            flat, details = _bench_results(spec, records, ks, sampling["n"])
+            results["results"][spec.name] = flat
+            results["details"][spec.name] = details
+            results["configs"][spec.name] = {
+                "spec": spec.path, "spec_sha256": spec.sha256, "description": spec.description,
+                "data": {**spec.data, **source}, "reference": spec.reference,
+                "prompt_template": spec.prompt["template"], "system": spec.prompt.get("system"), "chat": spec.prompt.get("chat", True),
+                "prompt_template_sha256": spec.template_sha256, "chat_template_sha256": chat_sha,
+                "num_fewshot": int(spec.prompt.get("shots", 0)), "grader": spec.grader,
+                "grader_deadline_s": float(spec.grader_deadline or DEFAULT_DEADLINES.get(spec.grader, 10.0)),
+                "sampling": sampling, "k": ks, "limit": limit, "limit_rule": LIMIT_RULE,
+            }
+            results["versions"][spec.name] = spec.sha256[:12]
+            results["n-shot"][spec.name] = int(spec.prompt.get("shots", 0))
+            results["higher_is_better"][spec.name] = {f"pass@{x}": True for x in ks}
+            results["n-samples"][spec.name] = {"original": source.get("records"), "effective": len(rows)}
+            results["samples"][spec.name] = store.path.name
+            results["total_evaluation_time_seconds"] = round(time.time() - t0, 2)
+            atomic_write_json(out / RESULTS_FILE, results)  # after each benchmark: partial results are usable
+        return results
 
 
 _PER_BENCH_KEYS = ("results", "details", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "samples")

@@ -37,8 +37,10 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
-from rewardlab.config import Derived, TrainConfig, derive, resolve_algo, save_yaml, settings_differ, to_dict
+from rewardlab.config import (Derived, TrainConfig, check_model, derive, describe_diff, resolve_algo, resolve_device,
+                              save_yaml, settings_diff, to_dict)
 from rewardlab.errors import RewardlabError
+from rewardlab.locks import FolderLock
 
 
 # ----------------------------------------------------------------------------------------------
@@ -400,22 +402,78 @@ def build_reward(cfg: TrainConfig, rows: list[Any]) -> tuple[Any, str]:
 
 
 def _run_name(cfg: TrainConfig) -> str:
-    return f"{cfg.algo}-{cfg.task}".replace("/", "_")
+    """``<algo>-<task>-<model>``: runs of different models never share a default run directory
+    (``runs/x/checkpoints/step-000020`` as the model reads ``x-step-000020``)."""
+    from rewardlab.models import DEFAULT_MODEL
+
+    model = Path(str(cfg.model or DEFAULT_MODEL).rstrip("/\\"))
+    tag = model.name or "model"
+    if model.parent.name == "checkpoints" and model.parent.parent.name:
+        tag = f"{model.parent.parent.name}-{tag}"
+    task = Path(cfg.task).name if cfg.task.endswith((".jsonl", ".jsonl.gz")) else cfg.task
+    return f"{cfg.algo}-{task}-{tag}".replace("/", "_").replace(":", "_")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised by :func:`train` after a Ctrl-C (or SIGTERM) stop, once the checkpoint is saved.
+
+    ``exit_code`` is the shell's convention for the signal: 130 for Ctrl-C, 143 for SIGTERM.
+    """
+
+    def __init__(self, signum: int, step: int, run_dir: Path):
+        super().__init__(f"stopped after step {step} with its checkpoint saved; rerun the same command to resume"
+                         f" from {run_dir}")
+        self.signum, self.step, self.run_dir = signum, step, run_dir
+        self.exit_code = 128 + int(signum)
+
+
+def _hard_exit(code: int, why: str) -> None:
+    """Leave now: flush what was printed, then ``os._exit`` (no cleanup that could hang)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"aborted ({why})\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 class _StopFlag:
-    """First Ctrl-C (or SIGTERM): finish the current step, save, exit. Second Ctrl-C: abort now."""
+    """First Ctrl-C (or SIGTERM): finish the current step, save, exit 130 (143). Second Ctrl-C: abort
+    now (KeyboardInterrupt, and a hard exit if unwinding has not finished ``ABORT_GRACE_S`` later, e.g.
+    because a hung reward thread holds up the exit). A third Ctrl-C exits at once."""
+
+    ABORT_GRACE_S = 5.0
 
     def __init__(self, log: Any):
         self.requested = False
+        self.signum: int | None = None
+        self._aborting = False
         self._log = log
         self._old: dict[int, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
         if self.requested and signum == signal.SIGINT:
+            if self._aborting:
+                _hard_exit(130, "third Ctrl-C")
+            self._aborting = True
+            import threading
+
+            timer = threading.Timer(self.ABORT_GRACE_S, _hard_exit,
+                                    (130, f"shutdown did not finish within {self.ABORT_GRACE_S:g} s of the second Ctrl-C"))
+            timer.daemon = True
+            timer.start()
             raise KeyboardInterrupt
-        self.requested = True
+        if self.requested:
+            return
+        self.requested, self.signum = True, signum
         self._log("stopping after this step and saving a checkpoint (Ctrl-C again to abort without saving)")
+
+    def agreed(self, reduce_max: Any) -> bool:
+        """Whether any rank was asked to stop (``reduce_max`` = ``distributed.all_reduce_max``): all
+        ranks leave the loop after the same step, so the final save's collectives match."""
+        if bool(reduce_max(int(self.requested))) and not self.requested:
+            self.requested, self.signum = True, signal.SIGINT
+        return self.requested
 
     def __enter__(self) -> "_StopFlag":
         import threading
@@ -440,7 +498,25 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def train(cfg: TrainConfig) -> Path:
-    """Run (or resume) training as configured; returns the run directory."""
+    """Run (or resume) training as configured; returns the run directory.
+
+    The run directory is locked for the whole run (a second ``train`` on it fails at once). After
+    Ctrl-C or SIGTERM the current step finishes, a checkpoint is saved and :class:`Interrupted`
+    (a ``KeyboardInterrupt``) is raised; ``rewardlab train`` then exits 130 (143 for SIGTERM).
+    """
+    locks: list[FolderLock] = []
+    try:
+        return _train(cfg, locks)
+    except BaseException:
+        for lock in locks:
+            lock.release(failed=True)  # a run directory this start created and left empty is removed
+        raise
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _train(cfg: TrainConfig, _locks: list[FolderLock]) -> Path:
     threads = set_threads(cfg.threads)  # before anything else touches torch's thread pools
 
     import torch
@@ -463,6 +539,7 @@ def train(cfg: TrainConfig) -> Path:
     hf_logging.disable_progress_bar()  # HF's load/save bars would break into our progress line
 
     # --- setup: sizes, run directory, resume point ---
+    device_name = resolve_device(cfg.device)  # --device cuda without CUDA: one line, before anything heavy
     dist = distributed.init()
     algo = resolve_algo(cfg)
     sizes: Derived = derive(cfg, world_size=dist.world_size, mini_batches=int(algo["mini_batches"]))
@@ -473,28 +550,46 @@ def train(cfg: TrainConfig) -> Path:
         if main:
             print(msg, flush=True)
 
+    # Everything a typo can break is checked before the run directory is created or touched.
+    check_model(cfg.model)
+    rows = tasks.load_task(cfg.task, "train", limit=cfg.task_limit, seed=cfg.seed)
+    if not rows:
+        raise RewardlabError(f"task {cfg.task!r} has no training rows")
+    for r in rows:
+        if r.prompt in (None, "", []) or r.reference is None:
+            raise RewardlabError(f"task {cfg.task!r} row {r.id!r} has no {'prompt' if not r.prompt else 'reference'}; "
+                                 "every row needs a prompt and a reference answer")
+    reward_fn, main_reward = build_reward(cfg, rows)
+
     ckpt = None
+    lock_error = None
+    if main:  # one writer per run directory, for the whole run (the kernel drops the lock on any exit)
+        try:
+            _locks.append(FolderLock(run_dir, "training run",
+                                     hint="wait for it to finish (rerun then to resume), or pick another --output-dir"))
+        except RewardlabError as e:
+            lock_error = str(e)
+    lock_error = distributed.broadcast_object(lock_error)
+    if lock_error:
+        raise RewardlabError(lock_error)
     if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
         clean_partial(run_dir)
     distributed.barrier()
     ckpt = latest_checkpoint(run_dir)
     state: dict[str, Any] | None = load_trainer_state(ckpt) if ckpt is not None else None
     start_step = int(state["step"]) if state else 0
     if state is not None:
-        changed = settings_differ(state.get("config", {}), cfg)
+        changed = settings_diff(state.get("config", {}), cfg)
         if changed:
             raise RewardlabError(
-                f"{run_dir} holds a run with different settings ({', '.join(changed)}); "
-                "rerun with the same settings to resume, or pick a new --output-dir"
+                f"{run_dir} holds a run with different settings ({describe_diff(changed)}); "
+                "rerun with the saved settings to resume, or pick a new --output-dir"
             )
         if start_step >= cfg.steps:
             say(f"{run_dir}: already trained {start_step} steps (--steps {cfg.steps}); nothing to do")
             return run_dir
-    if main:
-        save_yaml(run_dir / "config.yaml", cfg, derived=sizes, algo=algo)
 
-    device = torch.device(cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = torch.device(device_name)
     if device.type == "cuda" and dist.world_size > 1:
         device = dist.device
     say(f"rewardlab train: {cfg.algo} on {cfg.task}, model {cfg.model or models.DEFAULT_MODEL}, "
@@ -507,6 +602,8 @@ def train(cfg: TrainConfig) -> Path:
     # bf16 on GPU: fp32 master weights + bf16 autocast (dtype auto); --dtype bfloat16 = pure bf16 weights
     weight_dtype = "float32" if cfg.dtype == "auto" else cfg.dtype
     model, tok = models.load_model(cfg.model, dtype=weight_dtype, device="cpu")
+    if main:  # after the model loads: a start that fails before this leaves a new run directory empty (removed)
+        save_yaml(run_dir / "config.yaml", cfg, derived=sizes, algo=algo)
     autocast = None
     if device.type == "cuda" and cfg.dtype == "auto":
         autocast = torch.autocast("cuda", dtype=torch.bfloat16)
@@ -547,14 +644,6 @@ def train(cfg: TrainConfig) -> Path:
                      "enable_sleep_mode": cfg.vllm_sleep_mode, "seed": cfg.seed}
     engine = make_engine(cfg.rollout, model, tok, **engine_kw)
 
-    rows = tasks.load_task(cfg.task, "train", limit=cfg.task_limit, seed=cfg.seed)
-    if not rows:
-        raise RewardlabError(f"task {cfg.task!r} has no training rows")
-    for r in rows:
-        if r.prompt in (None, "", []) or r.reference is None:
-            raise RewardlabError(f"task {cfg.task!r} row {r.id!r} has no {'prompt' if not r.prompt else 'reference'}; "
-                                 "every row needs a prompt and a reference answer")
-    reward_fn, main_reward = build_reward(cfg, rows)
     stream = PromptStream(len(rows), cfg.seed)
     if state is not None:
         stream.load(state["data"])
@@ -607,7 +696,7 @@ def train(cfg: TrainConfig) -> Path:
     t_run = time.perf_counter()
     try:
         with _StopFlag(log.message if main else (lambda m: None)) as stop:
-            while step < cfg.steps and not stop.requested:
+            while step < cfg.steps and not stop.agreed(distributed.all_reduce_max):
                 step += 1
                 t_step, cpu_step = time.perf_counter(), time.process_time()
                 timings = {"time/generate": 0.0, "time/reward": 0.0}
@@ -851,6 +940,9 @@ def train(cfg: TrainConfig) -> Path:
 
     wall = time.perf_counter() - t_run
     say(f"trained steps {start_step + 1}..{step} in {wall:.0f} s; checkpoint {run_dir / 'checkpoints'}")
+    if stop.requested:  # Ctrl-C / SIGTERM: saved above; no plots or after-eval, exit 130 (143)
+        distributed.destroy()
+        raise Interrupted(stop.signum or signal.SIGINT, step, run_dir)
     if main and cfg.plots:
         from rewardlab.plots import plot_run
 
@@ -917,4 +1009,4 @@ def _eval(cfg: TrainConfig, out_dir: Path, model_ref: str, say: Any, main: bool)
     run_eval(None if model_ref == "default" else model_ref, suite, out_dir, limit=cfg.eval_limit)
 
 
-__all__ = ["PromptStream", "freeze_to_top_layers", "pad_batch", "set_threads", "token_logprobs", "train"]
+__all__ = ["Interrupted", "PromptStream", "freeze_to_top_layers", "pad_batch", "set_threads", "token_logprobs", "train"]

@@ -24,3 +24,23 @@ def test_unknown_command_is_one_line_error():
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
     assert "No such command" in r.stderr
+
+
+def test_a_commands_exit_code_reaches_the_shell(monkeypatch):
+    """click returns (not raises) a command's ``ctx.exit(n)`` without standalone mode: main must pass it on."""
+    import click
+    import pytest
+
+    from rewardlab import cli
+
+    @click.command("exit3")
+    @click.pass_context
+    def exit3(ctx):
+        ctx.exit(3)
+
+    monkeypatch.setitem(cli.COMMANDS, "exit3", (__name__, "exit3", "test"))
+    monkeypatch.setitem(globals(), "exit3", exit3)
+    monkeypatch.setattr(cli, "_available", lambda name: True)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["exit3"])
+    assert info.value.code == 3

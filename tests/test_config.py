@@ -117,3 +117,50 @@ def test_vllm_engine_settings_default_and_parse():
     assert cfg.vllm_gpu_memory_utilization == 0.5 and cfg.vllm_sleep_mode is True
     # engine memory settings do not change the trajectory: a run may resume with other values
     assert settings_differ(to_dict(TrainConfig(rollout="vllm")), cfg) == []
+
+
+def test_settings_diff_names_each_setting_with_old_and_new_value():
+    from rewardlab.config import describe_diff, settings_diff
+
+    saved = to_dict(TrainConfig(algo="gspo", lr=1e-4, task="arith"))
+    now = TrainConfig(algo="grpo", lr=2e-4, task="arith", steps=99, device="cpu")  # steps/device may change
+    diff = settings_diff(saved, now)
+    assert diff == [("algo", "gspo", "grpo"), ("lr", 1e-4, 2e-4)]
+    assert describe_diff(diff) == "--algo 'gspo' -> 'grpo', --lr 0.0001 -> 0.0002"
+    assert describe_diff(settings_diff(to_dict(TrainConfig(beta=None)), TrainConfig(beta=0.0))) == "--beta None -> 0.0"
+
+
+def test_device_is_checked_before_anything_heavy(monkeypatch):
+    import torch
+
+    from rewardlab.config import resolve_device
+
+    assert resolve_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    with pytest.raises(RewardlabError, match=r"^--device cuda: CUDA is not available here \(.*\); use --device cpu or auto$"):
+        resolve_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("auto") == "cuda" and resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(RewardlabError, match=r"has 2 CUDA device\(s\), numbered 0..1"):
+        resolve_device("cuda:2")
+    with pytest.raises(RewardlabError, match="not a device torch knows"):
+        resolve_device("gpu")
+    with pytest.raises(RewardlabError, match="expected cpu, cuda, cuda:N or auto"):
+        build_config(None, {"device": "cuda 0"})
+
+
+def test_check_model_catches_typos_without_loading(tmp_path):
+    from rewardlab.config import check_model
+
+    check_model(None)
+    check_model("default")
+    check_model("Qwen/Qwen2.5-0.5B-Instruct")  # hub ids: the load decides
+    (tmp_path / "m").mkdir()
+    with pytest.raises(RewardlabError, match="is not a model folder"):
+        check_model(str(tmp_path / "m"))
+    (tmp_path / "m" / "config.json").write_text("{}")
+    check_model(str(tmp_path / "m"))
+    with pytest.raises(RewardlabError, match="model path ./typo does not exist"):
+        check_model("./typo")

@@ -5,7 +5,9 @@
     rewardlab train --config run.yaml --steps 50                # YAML file, then overrides
 
 Every field of :class:`rewardlab.config.TrainConfig` is a ``--key value`` option (listed by
-``--help``). Rerunning the same command with the same ``--output-dir`` resumes.
+``--help``). Rerunning the same command with the same ``--output-dir`` resumes; a second run on a
+directory in use is refused. Ctrl-C finishes the step, saves a checkpoint and exits 130 (SIGTERM:
+143); a second Ctrl-C aborts without saving.
 """
 
 from __future__ import annotations
@@ -53,11 +55,14 @@ def train(ctx: click.Context, config_path: str | None, algo: str | None, model: 
     from rewardlab.train import set_threads
 
     set_threads(cfg.threads)
-    from rewardlab.train import train as run
+    from rewardlab.train import Interrupted, train as run
 
     try:
         run(cfg)
     except RewardlabError:
         raise
+    except Interrupted as e:  # Ctrl-C / SIGTERM after the step and its checkpoint: 130 / 143
+        click.echo(f"interrupted: {e}", err=True)
+        raise SystemExit(e.exit_code) from None
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None
