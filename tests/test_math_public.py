@@ -1,9 +1,10 @@
 """The public math-equivalence corpus (../shared/bench/math_equiv_public.jsonl): agreement, hacking, deadlines.
 
-Skipped when the corpus is absent. Contracts from the issue: >= 97% agreement with the labels, no
-false positive in ``reward_hacking``, and every ``adversarial_hang`` case answered within the deadline
-plus 0.5 s, from the main thread and from a worker thread (the only timed asserts in the suite: they
-are the contract, not a performance figure).
+Skipped when the corpus is absent. Contracts: the agreement the README states (99.8%, 457 of the 458
+rows; the one miss is ``mv-229``), no false positive in ``reward_hacking``, and every
+``adversarial_hang`` case answered within the reward's wall-clock cap plus 0.5 s, from the main thread
+and from a worker thread (the only timed asserts in the suite: they are the contract, not a
+performance figure).
 """
 
 from __future__ import annotations
@@ -35,10 +36,33 @@ def results(rows) -> list:
     return score_batch(math_reward, [r["pred"] for r in rows], [r["gold"] for r in rows], deadline=DEADLINE)
 
 
-def test_agreement_at_least_97_percent(rows, results) -> None:
-    wrong = [(r["id"], r["equal"], res.info.get("rule")) for r, res in zip(rows, results) if (res.score == 1.0) != r["equal"]]
-    agreement = 1 - len(wrong) / len(rows)
-    assert agreement >= 0.97, f"agreement {agreement:.3f}; disagreements: {wrong}"
+# README, "Public corpus": 99.8% accuracy on the 458 rows, i.e. 457 agree with the label. The one
+# known disagreement: a Fibonacci recurrence whose two sides differ by the order of a product inside
+# a sum (equal, but past what the fast path and the bounded slow path decide).
+README_ROWS, README_AGREE = 458, 457
+KNOWN_MISSES = {"mv-229"}
+SLOW_MACHINE_WALL_CAP = 60.0
+
+
+def test_agreement_is_the_readme_figure(rows, results) -> None:
+    assert len(rows) == README_ROWS
+    # The verdict is decided within DEADLINE CPU seconds, as in the README's run. A label-True row that
+    # timed out on the wall-clock cap instead (phase "wall", "startup" or "queue": a loaded machine,
+    # not the budget) is rescored once with the same CPU budget and a long wall-clock cap; a "cpu"
+    # timeout is a verdict and counts as it is.
+    retry = [i for i, (r, res) in enumerate(zip(rows, results))
+             if r["equal"] and res.info.get("status") == "timeout" and res.info.get("phase") != "cpu"]
+    results = list(results)
+    if retry:
+        again = score_batch(math_reward, [rows[i]["pred"] for i in retry], [rows[i]["gold"] for i in retry],
+                            deadline=DEADLINE, wall_cap=SLOW_MACHINE_WALL_CAP)
+        for i, res in zip(retry, again):
+            results[i] = res
+    wrong = {r["id"]: (r["equal"], res.info.get("status"), res.info.get("rule"))
+             for r, res in zip(rows, results) if (res.score == 1.0) != r["equal"]}
+    agree = len(rows) - len(wrong)
+    assert agree >= README_AGREE, f"{agree}/{len(rows)} agree (README: {README_AGREE}); disagreements: {wrong}"
+    assert set(wrong) <= KNOWN_MISSES, f"new disagreements: {sorted(set(wrong) - KNOWN_MISSES)}: {wrong}"
 
 
 def test_no_false_positive_on_reward_hacking(rows, results) -> None:
