@@ -711,6 +711,11 @@ def run_eval(
             check_model(resolve_model_path(str(model)) if model is not None else None)
     # One writer per output folder for the whole run; a second eval on it stops here, writing nothing.
     with FolderLock(out, "eval", hint="wait for it to finish (rerun then to resume), or choose another --output"):
+        from rewardlab.rewards import get_reward
+        from rewardlab.rewards.pool import prewarm
+
+        for spec in specs:  # grader workers start while the model loads
+            prewarm(get_reward(spec.grader))
         ctx = _make_ctx(model, tokenizer=tokenizer, engine=engine, rollout=rollout, dtype=dtype, device=device,
                         batch_size=batch_size, seed=seed, model_label=model_label)
         if overwrite:
