@@ -137,7 +137,10 @@ def _worker_main(conn: Any, preload: list[str]) -> None:
         except Exception:  # noqa: BLE001 - a missing optional module only slows the first call
             pass
     fns: dict[str, Callable[..., Any]] = {}
-    conn.send(("ready", os.getpid()))
+    try:
+        conn.send(("ready", os.getpid()))
+    except (BrokenPipeError, EOFError, OSError):
+        return  # the parent went away while this worker was starting (e.g. a run that exits early)
     while True:
         try:
             msg = conn.recv()
