@@ -41,7 +41,7 @@ from typing import Any
 from rewardlab.rewards import pool as _pool
 from rewardlab.rewards.base import RewardResult, register
 from rewardlab.rewards.math_equiv import fast_compare
-from rewardlab.rewards.math_extract import Extraction, ExtractionPolicy, extract_answer, extract_gold
+from rewardlab.rewards.math_extract import Extraction, ExtractionPolicy, extract_answer, extract_gold, find_boxes
 
 _REFUSALS = {"box_spam", "ambiguous", "number_spam"}
 _INFO_CHARS = 300
@@ -188,4 +188,4 @@ def _rebuild(policy: dict, timeout: float, timeout_score: float, correct: float,
 math_reward = register("math")(MathReward())
 """The default math reward (``rewardlab.rewards.math_reward``, registered as ``"math"``)."""
 
-__all__ = ["MathReward", "ExtractionPolicy", "math_reward"]
+__all__ = ["MathReward", "ExtractionPolicy", "math_reward", "extract_answer", "extract_gold", "find_boxes"]
