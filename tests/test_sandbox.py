@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from rewardlab import isolation
+from rewardlab.sandbox import isolation
 from rewardlab.errors import RewardlabError
-from rewardlab.isolation import load_runtime_module
+from rewardlab.sandbox.isolation import load_runtime_module
 from rewardlab.sandbox import Limits, SandboxPool, get_pool
 
 REPO = Path(__file__).resolve().parent.parent
@@ -319,8 +319,8 @@ HARNESS = SHARED / "bench" / "sandbox_attacks" / "run_attacks.py"
 
 def _world_readable_copy(dest: Path) -> None:
     """The harness runs the caller as `nobody`: give it a copy of the package it can read."""
-    (dest / "rewardlab").mkdir(parents=True)
-    for f in ("__init__.py", "errors.py", "isolation.py", "sandbox.py"):
+    (dest / "rewardlab" / "sandbox").mkdir(parents=True)
+    for f in ("__init__.py", "errors.py", "sandbox/__init__.py", "sandbox/isolation.py", "sandbox/parent.py"):
         shutil.copy(REPO / "rewardlab" / f, dest / "rewardlab" / f)
     shutil.copytree(REPO / "sandbox", dest / "sandbox", ignore=shutil.ignore_patterns("__pycache__"))
     for p in [dest, *dest.rglob("*")]:

@@ -40,7 +40,7 @@ def sandbox() -> None:
 @click.option("--tier", default=None, help="auto (default), A, B or unsafe.")
 def info(tier: str | None) -> None:
     """Print the isolation tier chosen on this machine."""
-    from rewardlab.isolation import detect_tier
+    from rewardlab.sandbox.isolation import detect_tier
 
     t = detect_tier(tier)
     click.echo(t.summary())

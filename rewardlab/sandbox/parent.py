@@ -7,7 +7,7 @@
     execute("print(sum(map(int, input().split())))", stdin="2 3\\n", expected_stdout="5\\n")
 
 A :class:`SandboxPool` keeps up to two warm fork servers per core (``sandbox/server.py``, started
-under the isolation tier of :mod:`rewardlab.isolation`); each execution forks a fresh trusted
+under the isolation tier of :mod:`rewardlab.sandbox.isolation`); each execution forks a fresh trusted
 checker and a fresh untrusted worker *inside* that server, so a run costs a few milliseconds
 and the trainer process is never forked (servers are spawned with ``posix_spawn``/``vfork``
 from one long-lived thread, so the parent-death signal is tied to a thread that outlives them).
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.errors import RewardlabError
-from rewardlab.isolation import Tier, detect_tier, load_runtime_module
+from rewardlab.sandbox.isolation import Tier, detect_tier, load_runtime_module
 
 wire = load_runtime_module("wire")
 

@@ -1,4 +1,4 @@
-"""Isolation tiers for the code sandbox: detection and the command line that starts a server.
+"""Isolation tiers for the code sandbox (parent side): detection and the command line that starts a server.
 
 Tiers, chosen automatically (``detect_tier()``) and always reported:
 
@@ -99,7 +99,7 @@ def _package_runtime_dir() -> Path:
     try:
         return Path(str(importlib.resources.files("rewardlab.sandbox_runtime")))
     except ModuleNotFoundError:  # source checkout on sys.path without the installed mapping
-        return Path(__file__).resolve().parent.parent / "sandbox"
+        return Path(__file__).resolve().parents[2] / "sandbox"  # <checkout>/rewardlab/sandbox/isolation.py
 
 
 def _world_usable(path: str, need_read: bool = True) -> bool:
