@@ -138,7 +138,11 @@ class TrainConfig:
     dynamic_sampling: bool | None = None
     """DAPO dynamic sampling: drop zero-variance groups and regenerate (None = preset)."""
     max_gen_batches: int = 4
-    """Most generation rounds per step under dynamic sampling before giving up with an error."""
+    ("Dynamic sampling's generation-round budget per step. Trade-off: each round is a full rollout, so a step "
+     "costs up to this many (num_gen_batches, completions/generated); when the budget runs out before "
+     "prompts_per_step groups with reward variance are found, the step trains on the groups it has (a smaller, "
+     "noisier update: gen_budget_exhausted 1, completions/kept), or with none is skipped without an update "
+     "(skipped 1, skip_reason). Raise it for full batches on tasks the model nearly always or never solves.")
 
     # --- machine ---
     device: str = "auto"

@@ -168,18 +168,28 @@ class MetricsLogger:
 
 
 def progress_text(row: dict[str, Any]) -> str:
-    """The compact per-step summary shown next to the bar (reward, length, clip fraction, speed)."""
+    """The compact per-step summary shown next to the bar (reward, length, clip fraction, speed).
+
+    When DAPO dynamic sampling generated more than it trained on, the cost is shown too:
+    ``kept 24/96 in 3 rounds`` (``completions/kept`` of ``completions/generated``, ``num_gen_batches``),
+    with ``budget spent`` when the round budget ran out first and ``SKIPPED`` for a step without update.
+    """
 
     def fmt(key: str, label: str, spec: str) -> str | None:
         v = row.get(key)
         return None if v is None else f"{label} {v:{spec}}"
 
     parts = [
+        "SKIPPED" if row.get("skipped") else None,
         fmt("reward/mean", "reward", ".3f"),
         fmt("response_len/mean", "len", ".1f"),
         fmt("clip_frac", "clip", ".3f"),
         fmt("tokens/s", "tok/s", ".0f"),
     ]
+    gen, kept, rounds = row.get("completions/generated"), row.get("completions/kept"), row.get("num_gen_batches")
+    if gen is not None and kept is not None and (kept != gen or (rounds or 1) > 1):
+        cost = f"kept {kept}/{gen} in {rounds} round{'s' if rounds != 1 else ''}"
+        parts.append(cost + (" (budget spent)" if row.get("gen_budget_exhausted") else ""))
     return " | ".join(p for p in parts if p)
 
 

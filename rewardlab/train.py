@@ -9,7 +9,8 @@ Each step reads top to bottom:
     rollout     sample G completions for each of P prompts (HF generate, or vLLM)
     reward      score every completion in the worker pool (task reward + optional format component),
                 plus DAPO's overlong shaping; DAPO dynamic sampling drops zero-variance groups and
-                generates again until P groups survive
+                generates again until P groups survive, at most --max-gen-batches rounds (then it
+                trains on the groups it kept, or skips the step if it kept none)
     advantage   group z-score (or r - mean) per prompt id
     update      old log-probs recomputed by the training model when the step is off-policy, then
                 mini-batches x epochs optimizer steps, each accumulated over micro-batches whose
@@ -492,6 +493,12 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+_ADVANTAGE_SIGN = 1.0
+"""TEST-ONLY, not a setting: the factor every advantage is multiplied by (always +1.0).
+``tests/test_learning.py`` monkeypatches it to -1.0 to check that a reversed update makes the reward
+fall, i.e. that the learning tests can tell a correct update from a wrong one."""
+
+
 # ----------------------------------------------------------------------------------------------
 # the loop
 # ----------------------------------------------------------------------------------------------
@@ -532,7 +539,7 @@ def _train(cfg: TrainConfig, _locks: list[FolderLock]) -> Path:
         set_rng_state,
     )
     from rewardlab.logging import JsonlWriter, MetricsLogger, truncate_jsonl
-    from rewardlab.rewards.pool import score_batch
+    from rewardlab.rewards.pool import prewarm, score_batch
     from rewardlab.rollout import SamplingParams, format_prompt, make_engine
     from transformers.utils import logging as hf_logging
 
@@ -598,6 +605,7 @@ def _train(cfg: TrainConfig, _locks: list[FolderLock]) -> Path:
     say(f"  run directory               {run_dir}" + (f"  (resuming from {ckpt.name})" if ckpt else ""))
 
     # --- setup: model, reference, optimizer, engine, data, reward ---
+    prewarm(reward_fn, cfg.reward_workers)  # reward workers start while the model loads (not before the lock)
     seed_everything(cfg.seed + dist.rank)
     # bf16 on GPU: fp32 master weights + bf16 autocast (dtype auto); --dtype bfloat16 = pure bf16 weights
     weight_dtype = "float32" if cfg.dtype == "auto" else cfg.dtype
@@ -705,14 +713,9 @@ def _train(cfg: TrainConfig, _locks: list[FolderLock]) -> Path:
                 groups_seen = groups_zero_std = 0
                 gen_round = 0
                 generated_tokens = 0
-                while len(kept) < cfg.prompts_per_step * cfg.group_size:
+                target = cfg.prompts_per_step * cfg.group_size
+                while len(kept) < target and gen_round < cfg.max_gen_batches:  # one round unless DAPO filters
                     gen_round += 1
-                    if gen_round > cfg.max_gen_batches:
-                        raise RewardlabError(
-                            f"dynamic sampling: only {len(kept) // cfg.group_size} of {cfg.prompts_per_step} prompts had "
-                            f"reward variance after {cfg.max_gen_batches} generation rounds; raise --max-gen-batches "
-                            "or --group-size, use an easier task, or pass --dynamic-sampling false"
-                        )
 
                     # --- rollout ---
                     t0 = time.perf_counter()
@@ -777,12 +780,37 @@ def _train(cfg: TrainConfig, _locks: list[FolderLock]) -> Path:
                     # DAPO dynamic sampling: keep groups with reward variance, generate more if short
                     kept.extend(s for s, k in zip(batch, keep_groups.tolist()) if k)
                 if algo["dynamic_sampling"]:
-                    kept = kept[: cfg.prompts_per_step * cfg.group_size]  # whole groups: prompt-major order
+                    kept = kept[:target]  # whole groups: prompt-major order
+                    if len(kept) < target:  # round budget spent: train on the whole groups kept, ranks evenly
+                        unit = cfg.group_size * dist.world_size
+                        kept = kept[: len(kept) // unit * unit]
+                gen_metrics = {
+                    "num_gen_batches": gen_round,
+                    "completions/generated": len(all_samples),
+                    "completions/kept": len(kept),
+                    "gen_budget_exhausted": int(len(kept) < target),
+                    "skipped": int(not kept),
+                    "reward/generated_mean": _mean([s.score for s in all_samples]),
+                    "frac_zero_std_groups": groups_zero_std / max(1, groups_seen),
+                }
+                if not kept:  # DAPO: no group with reward variance within the budget; skip the update, say why
+                    reason = (f"no group had reward variance in {gen_round} generation round(s) of {cfg.prompts_per_step} "
+                              f"prompts (--max-gen-batches {cfg.max_gen_batches}); no update this step")
+                    log.message(f"step {step}: skipped: {reason}")
+                    log.log(step, {**gen_metrics, "skip_reason": reason, "lr": scheduler.get_last_lr()[0], **timings,
+                                   "time/step": time.perf_counter() - t_step})
+                    if rollout_log is not None:
+                        rollout_log.write_many(_rollout_rows(step, all_samples, kept))
+                    if step % cfg.save_every == 0 or step == cfg.steps:
+                        checkpoint(step)
+                        last_saved = step
+                    continue
 
                 # --- advantage ---
                 rewards_t = torch.tensor([s.score for s in kept], dtype=torch.float32)  # (N,)
                 gids_t = torch.tensor([s.group for s in kept])  # (N,)
                 adv = algos.group_advantages(rewards_t, gids_t, scale=algo["advantage"])  # (N,)
+                adv = adv * _ADVANTAGE_SIGN  # +1 always, except in tests/test_learning.py's negative control
                 for s, a in zip(kept, adv.tolist()):
                     s.advantage = a
 
@@ -887,20 +915,19 @@ def _train(cfg: TrainConfig, _locks: list[FolderLock]) -> Path:
                         status_counts[st] = status_counts.get(st, 0) + 1
                 for st, n in sorted(status_counts.items()):
                     metrics[f"reward_status/{st}"] = n
+                metrics.update(gen_metrics)
                 metrics.update({
-                    "frac_zero_std_groups": groups_zero_std / max(1, groups_seen),
                     "response_len/mean": _mean([float(x) for x in lengths]),
                     "response_len/min": min(lengths),
                     "response_len/max": max(lengths),
                     "truncation_rate": sum(s.finish_reason == "length" for s in kept) / len(kept),
                     "overlong_penalty/mean": _mean([s.overlong for s in kept]),
-                    "num_gen_batches": gen_round,
                 })
                 gathered = [m for part in distributed.gather_objects(loss_metrics) for m in part]
                 combined = algos.combine_metrics(gathered)
                 for k in ("loss", "pg_loss"):  # summed per optimizer step; report the mean over them
                     if k in combined:
-                        combined[k] /= sizes.optimizer_steps_per_rollout
+                        combined[k] /= max(1, len(grad_norms))  # optimizer steps taken (fewer on a partial batch)
                 combined.pop("tokens", None)
                 combined.pop("seqs", None)
                 metrics.update(combined)
@@ -914,17 +941,7 @@ def _train(cfg: TrainConfig, _locks: list[FolderLock]) -> Path:
                 metrics["tokens/s"] = generated_tokens / max(1e-9, timings["time/generate"])
                 log.log(step, metrics)
                 if rollout_log is not None:
-                    kept_ids = {id(s) for s in kept}
-                    rollout_log.write_many([
-                        {
-                            "step": step, "gen_round": s.gen_round, "group": s.group, "row_id": s.row.id,
-                            "prompt": s.prompt_text, "completion": s.text, "reference": _jsonable(s.row.reference),
-                            "reward": s.score, "components": s.components, "overlong_penalty": s.overlong,
-                            "advantage": s.advantage if id(s) in kept_ids else None, "kept": id(s) in kept_ids,
-                            "finish_reason": s.finish_reason, "length": len(s.token_ids), "info": s.info,
-                        }
-                        for s in all_samples
-                    ])
+                    rollout_log.write_many(_rollout_rows(step, all_samples, kept))
 
                 # --- checkpoint ---
                 if step % cfg.save_every == 0 or step == cfg.steps:
@@ -988,6 +1005,21 @@ def _combine_mismatch(parts: list[tuple[float, dict[str, float]]]) -> dict[str, 
         "rollout/logp_max_abs_diff": max(m["rollout/logp_max_abs_diff"] for n, m in parts if n > 0),
         "rollout/ratio_mean": sum(n * m["rollout/ratio_mean"] for n, m in parts) / total,
     }
+
+
+def _rollout_rows(step: int, samples: list[Sample], kept: list[Sample]) -> list[dict[str, Any]]:
+    """The ``rollouts.jsonl`` rows of one step: every generated completion, kept (trained on) or dropped."""
+    kept_ids = {id(s) for s in kept}
+    return [
+        {
+            "step": step, "gen_round": s.gen_round, "group": s.group, "row_id": s.row.id,
+            "prompt": s.prompt_text, "completion": s.text, "reference": _jsonable(s.row.reference),
+            "reward": s.score, "components": s.components, "overlong_penalty": s.overlong,
+            "advantage": s.advantage if id(s) in kept_ids else None, "kept": id(s) in kept_ids,
+            "finish_reason": s.finish_reason, "length": len(s.token_ids), "info": s.info,
+        }
+        for s in samples
+    ]
 
 
 def _jsonable(x: Any) -> Any:

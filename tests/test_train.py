@@ -43,6 +43,17 @@ def constant_reward(completion: str, reference, **meta) -> RewardResult:
     return RewardResult(0.5)
 
 
+constant_reward.isolated = True  # scored in the trainer's threads: no worker pool, so never a timeout's 0.0
+
+
+def parity_reward_local(completion: str, reference, **meta) -> RewardResult:
+    """:func:`parity_reward`, scored in the trainer's threads (a worker timeout would change the groups)."""
+    return parity_reward(completion, reference, **meta)
+
+
+parity_reward_local.isolated = True
+
+
 # --- helpers ---
 
 
@@ -75,7 +86,8 @@ REQUIRED = ["reward/mean", "reward/std", "frac_zero_std_groups", "response_len/m
             "response_len/max", "truncation_rate", "clip_frac", "clip_frac_low", "clip_frac_high",
             "dual_clip_frac", "approx_kl_old", "entropy", "grad_norm", "lr", "overlong_penalty/mean",
             "num_gen_batches", "time/generate", "time/reward", "time/update", "tokens/s",
-            "rewards/test_train.length_mod_reward/mean"]
+            "rewards/test_train.length_mod_reward/mean", "completions/generated", "completions/kept",
+            "gen_budget_exhausted", "skipped", "reward/generated_mean"]
 
 
 @pytest.mark.parametrize("algo", ["grpo", "dr_grpo", "dapo", "gspo"])
@@ -93,6 +105,10 @@ def test_every_algo_runs_two_steps(algo, tiny_model_dir, tmp_path):
         missing = [k for k in REQUIRED if k not in m]
         assert not missing, missing
         assert m["grad_norm"] > 0 and m["response_len/max"] <= 8
+        assert m["completions/kept"] == 2 * 4 and m["skipped"] == 0 and m["gen_budget_exhausted"] == 0
+        if algo != "dapo":  # without dynamic sampling: one round, everything generated is trained on
+            assert m["num_gen_batches"] == 1 and m["completions/generated"] == 2 * 4
+            assert m["reward/generated_mean"] == m["reward/mean"]
     rollouts = read_jsonl(out / "rollouts.jsonl")
     kept = [r for r in rollouts if r["kept"]]
     assert len(kept) == 2 * 2 * 4
@@ -161,6 +177,55 @@ def test_dapo_dynamic_sampling_drops_zero_variance_groups_and_regenerates(tiny_m
             if len(set(rewards)) == 1:
                 assert g not in kept_groups
         assert {r["gen_round"] for r in rows} == set(range(1, metrics[step - 1]["num_gen_batches"] + 1))
+        m = metrics[step - 1]
+        assert m["completions/generated"] == len(rows) == m["num_gen_batches"] * 4 * 4
+        assert m["completions/kept"] == 4 * 4 and m["gen_budget_exhausted"] == 0 and m["skipped"] == 0
+        assert m["reward/generated_mean"] == pytest.approx(sum(r["reward"] for r in rows) / len(rows))
+
+
+def test_dapo_round_budget_trains_on_the_groups_it_kept(tiny_model_dir, tmp_path):
+    # one round of 4 prompts: the even answers give zero-variance groups, so fewer than 4 survive
+    out = tmp_path / "dapo-budget"
+    proc = run_cli(base_args(tiny_model_dir, out, algo="dapo", reward="test_train.parity_reward_local",
+                             prompts_per_step=4, mini_batches=2, max_gen_batches=1, overlong_weight=0, steps=1,
+                             progress="true"))
+    metrics = read_jsonl(out / "metrics.jsonl")
+    rollouts = read_jsonl(out / "rollouts.jsonl")
+    assert len(metrics) == 1
+    for m in metrics:
+        rows = [r for r in rollouts if r["step"] == m["step"]]
+        kept = [r for r in rows if r["kept"]]
+        assert m["num_gen_batches"] == 1 and m["completions/generated"] == len(rows) == 16
+        assert m["gen_budget_exhausted"] == 1 and m["skipped"] == 0
+        assert 0 < m["completions/kept"] == len(kept) < 16 and len(kept) % 4 == 0  # whole groups
+        for g in {r["group"] for r in kept}:  # only groups with reward variance were trained on
+            assert len({r["reward"] for r in kept if r["group"] == g}) > 1
+        assert m["grad_norm"] > 0 and m["loss"] is not None
+    assert f"kept {metrics[-1]['completions/kept']}/16 in 1 round (budget spent)" in proc.stderr  # progress bar
+
+
+def test_dapo_step_without_usable_groups_is_skipped_not_an_error(tiny_model_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    out = tmp_path / "dapo-skip"
+    proc = run_cli(base_args(tiny_model_dir, out, algo="dapo", reward="test_train.constant_reward",
+                             max_gen_batches=2, steps=2, progress="true"))
+    metrics = read_jsonl(out / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert m["skipped"] == 1 and m["gen_budget_exhausted"] == 1 and m["completions/kept"] == 0
+        assert m["num_gen_batches"] == 2 and m["completions/generated"] == 2 * 2 * 4
+        assert m["frac_zero_std_groups"] == 1.0
+        assert "no group had reward variance in 2 generation round(s)" in m["skip_reason"]
+        assert "loss" not in m and "grad_norm" not in m
+    assert "step 1: skipped: no group had reward variance" in proc.stdout
+    assert "SKIPPED | kept 0/16 in 2 rounds (budget spent)" in proc.stderr
+    rollouts = read_jsonl(out / "rollouts.jsonl")
+    assert len(rollouts) == 2 * 16 and not any(r["kept"] for r in rollouts)
+    # no update happened: the final checkpoint holds the starting weights
+    start = load_file(tiny_model_dir / "model.safetensors")
+    final = load_file(out / "checkpoints" / "step-000002" / "model.safetensors")
+    assert all(bool((final[k] == start[k]).all()) for k in start)
 
 
 def test_resume_equals_straight_run(tiny_model_dir, tmp_path):
@@ -189,8 +254,6 @@ def test_bad_input_is_one_line_error(tiny_model_dir, tmp_path):
         (["train", "--algo", "ppo"], "unknown algo 'ppo'"),
         (base_args(tiny_model_dir, tmp_path / "a", algo="gspo", group_size=3), "does not split into 4 mini-batches"),
         (base_args(tmp_path / "no-such-model", tmp_path / "b"), "does not exist"),
-        (base_args(tiny_model_dir, tmp_path / "c", algo="dapo", reward="test_train.constant_reward",
-                   max_gen_batches=2), "dynamic sampling: only 0 of 2 prompts"),
     ]
     for args, message in cases:
         proc = run_cli(args, check=False)

@@ -166,3 +166,18 @@ def test_rollout_logprob_mismatch_is_logged_and_not_used_as_old_logp(tiny_model_
     assert abs(m["rollout/ratio_mean"] - float(torch.tensor(off).exp())) < 1e-3
     # old_logp is the trainer's own: on-policy, the ratio is exactly 1 (the engine's would give exp(0.25))
     assert abs(m["approx_kl_old"]) < 1e-6 and m["clip_frac"] == 0.0
+
+
+def test_progress_text_shows_generation_cost_only_when_dynamic_sampling_filtered():
+    from rewardlab.logging import progress_text
+
+    plain = {"reward/mean": 0.5, "response_len/mean": 7.0, "completions/generated": 32, "completions/kept": 32,
+             "num_gen_batches": 1, "gen_budget_exhausted": 0, "skipped": 0}
+    assert progress_text(plain) == "reward 0.500 | len 7.0"
+    assert progress_text({**plain, "completions/generated": 96, "num_gen_batches": 3}).endswith(
+        " | kept 32/96 in 3 rounds")
+    short = {**plain, "completions/generated": 128, "completions/kept": 24, "num_gen_batches": 4, "gen_budget_exhausted": 1}
+    assert progress_text(short).endswith(" | kept 24/128 in 4 rounds (budget spent)")
+    skipped = {"skipped": 1, "completions/generated": 32, "completions/kept": 0, "num_gen_batches": 1,
+               "gen_budget_exhausted": 1}
+    assert progress_text(skipped) == "SKIPPED | kept 0/32 in 1 round (budget spent)"

@@ -1,0 +1,131 @@
+"""The loop learns, and the tests can tell: every ``--algo`` raises a reward it is given, and controls
+show that the rise comes from the advantage -> loss -> optimizer path and nothing else.
+
+Task: a tiny random model (``rewardlab.testing``, 2 blocks, 64 wide, all parameters trained) on the
+``arith`` prompts, 4 prompts x 8 completions of at most 8 tokens, lr 1e-2, 20 steps through the real
+loop (``rewardlab.train.train``). The reward is cheap and pure Python: the fraction of the
+completion's characters that are ASCII lowercase letters. The random model starts near 0.4, so the
+score can move both ways. Each algorithm runs three times:
+
+* ``normal``: the letters reward. The letters score must rise by >= 0.3 (mean of the last 3 steps vs
+  the first 3; measured here +0.53 to +0.55 for every algorithm).
+* ``flipped``: the same run with every advantage negated (``rewardlab.train._ADVANTAGE_SIGN``, a
+  test-only hook) must not rise (<= +0.05; measured -0.39 to -0.44).
+* ``random``: a coin-flip reward independent of the completion; the letters score must not rise
+  (<= +0.15; measured -0.06 to +0.02).
+
+The score is measured on every generated completion (``rollouts.jsonl``), kept or dropped, so DAPO's
+dynamic-sampling filter cannot bias it. DAPO's overlong shaping is off in all runs: at 8 tokens a
+random model always hits the limit, and a length penalty is itself a reward that depends on the
+completion (it would make the "random" control learn to stop early).
+
+Seeded, one thread: the curves repeat exactly here. About 8 s per run on one core.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from rewardlab.config import ALGOS
+from rewardlab.rewards.base import CheapReward, RewardResult
+
+STEPS = 20
+RISE = 0.3  # normal runs: last-3 mean - first-3 mean must be at least this
+FLAT = 0.05  # flipped runs: may not rise by more than this
+NOISE = 0.15  # random-reward runs: may not rise by more than this
+
+
+def letter_fraction(text: str) -> float:
+    """Share of characters that are ASCII lowercase letters (0 for an empty completion)."""
+    return sum("a" <= c <= "z" for c in text) / max(1, len(text))
+
+
+class LettersReward(CheapReward):
+    """The learnable task: the completion's letter fraction, in [0, 1]."""
+
+    name = "letters"
+    isolated = True  # scored on the trainer's thread (``fast``), no worker process
+
+    def __call__(self, completion: str, reference=None, **meta) -> RewardResult:
+        return RewardResult(letter_fraction(completion))
+
+
+class CoinReward(CheapReward):
+    """0 or 1 with probability 1/2 from a seeded stream: independent of the completion.
+
+    ``score_batch`` calls ``fast`` on the caller's thread in input order, so the stream, reseeded
+    before each run, makes the run deterministic."""
+
+    name = "coin"
+    isolated = True
+
+    def __init__(self) -> None:
+        self.rng = random.Random(0)
+
+    def __call__(self, completion: str, reference=None, **meta) -> RewardResult:
+        return RewardResult(float(self.rng.random() < 0.5))
+
+
+letters = LettersReward()
+coin = CoinReward()
+
+
+def run(tmp_path: Path, model: Path, algo: str, reward: str, **over) -> list[float]:
+    """Train ``STEPS`` steps with ``reward`` (``letters`` or ``coin``); the letter score per step."""
+    from rewardlab.config import build_config
+    from rewardlab.train import train
+
+    coin.rng.seed(0)
+    out = tmp_path / f"{algo}-{reward}"
+    settings = {
+        "model": str(model), "output_dir": str(out), "algo": algo, "task": "arith", "task_limit": 64,
+        "steps": STEPS, "prompts_per_step": 4, "group_size": 8, "max_new_tokens": 8, "lr": 1e-2,
+        "train_top_layers": 0, "overlong_weight": 0, "reward": f"{__name__}.{reward}", "reward_workers": 1,
+        "threads": 1, "progress": False, "plots": False, "seed": 0, "save_every": 1000,
+    }
+    settings.update(over)
+    train(build_config(None, settings))
+    rows = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    by_step: dict[int, list[float]] = {}
+    for r in rows:
+        by_step.setdefault(r["step"], []).append(letter_fraction(r["completion"]))
+    assert sorted(by_step) == list(range(1, STEPS + 1))
+    curve = [sum(v) / len(v) for _, v in sorted(by_step.items())]
+    if reward == "letters":  # the logged metric is the same number
+        metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert [m["reward/generated_mean"] for m in metrics] == pytest.approx(curve)
+    return curve
+
+
+def change(curve: list[float]) -> float:
+    """Mean of the last 3 steps minus mean of the first 3."""
+    return sum(curve[-3:]) / 3 - sum(curve[:3]) / 3
+
+
+def show(curve: list[float]) -> str:
+    return " ".join(f"{x:.2f}" for x in curve)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_reward_rises(algo, tiny_model_dir, tmp_path):
+    curve = run(tmp_path, tiny_model_dir, algo, "letters")
+    assert change(curve) >= RISE, f"{algo}: letters score did not rise: {show(curve)}"
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_flipped_advantages_do_not_raise_the_reward(algo, tiny_model_dir, tmp_path, monkeypatch):
+    import rewardlab.train
+
+    monkeypatch.setattr(rewardlab.train, "_ADVANTAGE_SIGN", -1.0)
+    curve = run(tmp_path, tiny_model_dir, algo, "letters")
+    assert change(curve) <= FLAT, f"{algo}: letters score rose with negated advantages: {show(curve)}"
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_random_reward_does_not_raise_the_task_score(algo, tiny_model_dir, tmp_path):
+    curve = run(tmp_path, tiny_model_dir, algo, "coin")
+    assert change(curve) <= NOISE, f"{algo}: letters score rose under a reward independent of it: {show(curve)}"
