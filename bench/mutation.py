@@ -47,19 +47,26 @@ DIFFS = (
 
 @dataclass(frozen=True)
 class Target:
-    source: str
+    sources: tuple[str, ...]  # where the module lives, newest layout first: the first file that exists
     tests: tuple[str, ...]
     functions: tuple[str, ...] = ()  # empty: every function in the file
+
+    @property
+    def source(self) -> str:
+        for path in self.sources:
+            if (REPO / path).is_file():
+                return path
+        raise SystemExit(f"none of {', '.join(self.sources)} exists")
 
 
 TARGETS: dict[str, Target] = {
     "algos": Target(
-        "rewardlab/algos.py",
+        ("rewardlab/algos.py",),
         ("tests/test_algos.py", "tests/test_algos_reference.py", "tests/test_algos_properties.py"),
     ),
-    "passk": Target("rewardlab/passk.py", ("tests/test_passk.py",)),
+    "passk": Target(("rewardlab/eval/passk.py", "rewardlab/passk.py"), ("tests/test_passk.py",)),
     "math_values": Target(
-        "rewardlab/rewards/math_values.py",
+        ("rewardlab/rewards/math/values.py", "rewardlab/rewards/math_values.py"),
         ("tests/test_math_values*.py",),
         ("scalars_equal", "_vals_equal", "_terminates_within"),
     ),

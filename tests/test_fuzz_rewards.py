@@ -37,7 +37,7 @@ from rewardlab.rewards import (
     math_reward,
 )
 from rewardlab.rewards.length import Overlong
-from rewardlab.rewards.math_extract import extract_answer
+from rewardlab.rewards.math.extract import extract_answer
 
 HANG_BOUND_S = 2.0
 """A call on the caller's thread slower than this is a blow-up (typical calls take 0.01-5 ms)."""

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from rewardlab.rewards import ExtractionPolicy, MathReward, get_reward, math_reward, score_batch
-from rewardlab.rewards.math_extract import extract_answer, extract_gold
+from rewardlab.rewards.math.extract import extract_answer, extract_gold
 
 GSM_GOLD_72 = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether.\n#### 72"
 GSM_GOLD_1200 = "The price is 3*400=<<3*400=1200>>1200 dollars.\n#### 1200"

@@ -13,6 +13,25 @@ A reward is a pure function of text::
 * Rewards are picklable (module-level functions or small classes) and carry a stable ``name``,
   which becomes their metric key ``rewards/<name>/mean``.
 
+**Execution protocol** (:class:`Reward`; every part but the call is optional). Where each part
+runs is decided by :mod:`rewardlab.rewards.pool` alone, never by the reward:
+
+* ``fast(completion, reference, **meta) -> RewardResult | None`` runs on the caller's thread and
+  must be linear-time in its input (``tests/test_fuzz_rewards.py``); ``None`` means "undecided here";
+* ``slow(completion, reference, **meta) -> RewardResult`` is the expensive part, run in a pool worker
+  under the CPU budget and wall cap when ``fast`` is undecided (a reward without ``slow`` has its
+  whole call run there). It must compute, not dispatch: never call the pool;
+* ``isolated = True``: the reward enforces its own limits (the code reward's sandbox); the pool calls
+  it from threads of the calling process instead of worker processes;
+* ``timeout_score``: the score of an item that ran out of time (default 0.0);
+* ``on_failure(result, completion, reference, **meta) -> RewardResult``: lets a reward put a
+  timeout or error the pool reports for it into its own ``info`` shape (default: as is).
+
+A reward whose ``__call__`` should behave like a pooled call (``MathReward``) implements ``fast`` and
+``slow`` and returns ``pool.score_one(self, completion, reference, ...)`` from ``__call__``. The
+helpers :func:`fast_part`, :func:`slow_part`, :func:`is_isolated`, :func:`timeout_score_of` and
+:func:`explain_failure` read the optional parts with their defaults, in this one place.
+
 The registry maps names used in configs and on the command line (``math``, ``code``, ...) to
 rewards, and also resolves dotted paths to user rewards (``my_pkg.rewards.fn``).
 """
@@ -69,9 +88,67 @@ def as_result(value: Any) -> RewardResult:
 
 
 class Reward(Protocol):
-    """What every reward looks like (a plain function satisfies it)."""
+    """What every reward looks like: a call. A plain function satisfies it (TRL style, returning a
+    ``RewardResult``, a number or ``None``); :class:`StagedReward` lists the optional parts."""
 
     def __call__(self, completion: str, reference: Any, **meta: Any) -> RewardResult: ...
+
+
+class StagedReward(Reward, Protocol):
+    """A reward with every optional part of the execution protocol (see the module docstring)."""
+
+    name: str
+    """Stable metric key ``rewards/<name>/...`` (default: :func:`reward_name`)."""
+    isolated: bool
+    """True: enforces its own limits, so the pool calls it from threads here (default False)."""
+    timeout_score: float
+    """The score of an item that ran out of time (default 0.0)."""
+
+    def fast(self, completion: str, reference: Any, **meta: Any) -> RewardResult | None:
+        """Decide on the caller's thread in linear time, or return None (undecided)."""
+
+    def slow(self, completion: str, reference: Any, **meta: Any) -> RewardResult:
+        """The expensive part, run by the pool in a worker when ``fast`` is undecided."""
+
+    def on_failure(self, result: RewardResult, completion: str, reference: Any, **meta: Any) -> RewardResult:
+        """``result`` (a pool-side timeout or error of this reward) in this reward's own shape."""
+
+
+def fast_part(reward: Any) -> Callable[..., RewardResult | None] | None:
+    """The reward's ``fast`` method, or None when it has none."""
+    f = getattr(reward, "fast", None)
+    return f if callable(f) else None
+
+
+def slow_part(reward: Any) -> Callable[..., Any]:
+    """What a worker runs for an item ``fast`` left undecided: ``reward.slow``, else the whole call."""
+    s = getattr(reward, "slow", None)
+    return s if callable(s) else reward
+
+
+def has_slow_part(reward: Any) -> bool:
+    return callable(getattr(reward, "slow", None))
+
+
+def is_isolated(reward: Any) -> bool:
+    """Whether the reward enforces its own limits (then it runs in threads of the caller)."""
+    return bool(getattr(reward, "isolated", False))
+
+
+def timeout_score_of(reward: Any) -> float:
+    """The score of a timed-out item of this reward."""
+    return float(getattr(reward, "timeout_score", 0.0))
+
+
+def explain_failure(reward: Any, result: RewardResult, completion: Any, reference: Any, meta: dict) -> RewardResult:
+    """A pool-side timeout or error ``result`` passed through the reward's ``on_failure``, if any."""
+    hook = getattr(reward, "on_failure", None)
+    if not callable(hook):
+        return result
+    try:
+        return as_result(hook(result, completion, reference, **meta))
+    except Exception:  # noqa: BLE001 - the plain failure is still a correct report
+        return result
 
 
 class CheapReward:

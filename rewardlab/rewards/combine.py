@@ -16,7 +16,10 @@ Rules:
   sample, not counted as 0; when every component is ``None`` the total is ``None`` too.
 * A component that raises does not stop the others: it becomes ``None`` with status ``"error"``.
 * ``info["components"]`` holds each component's raw (unweighted) score, ``info["component_info"]``
-  its info, ``info["status_counts"]`` how many components ended in each status.
+  its info, ``info["status_counts"]`` how many components ended in each status. Every result of a
+  ``Combined`` has this one shape, including a timeout or error the pool reports for the whole
+  call (:meth:`Combined.on_failure`: the components that decide on their ``fast`` path keep their
+  results, the others carry the failure), so per-component statuses are always counted the same way.
 * Components may be given as rewards or registry names (``"math"``, ``"my_pkg.rewards.fn"``);
   names are resolved on first use, so a ``Combined`` pickles small and imports nothing heavy.
 * Component names are metric keys: :func:`reward_metrics` turns a batch of results into
@@ -35,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable
 
 from rewardlab.errors import RewardlabError
-from rewardlab.rewards.base import RewardResult, as_result, get_reward, reward_name
+from rewardlab.rewards.base import RewardResult, as_result, fast_part, get_reward, is_isolated, reward_name, timeout_score_of
 
 __all__ = ["Combined", "reward_metrics", "reward_from_specs", "RewardSpecError"]
 
@@ -98,8 +101,8 @@ class Combined:
         user reward stays False and runs in the pool's worker processes under its deadline.
         """
         comps = [self.component(k) for k in self.rewards]
-        iso = [bool(getattr(c, "isolated", False)) for c in comps]
-        return any(iso) and all(i or callable(getattr(c, "fast", None)) for i, c in zip(iso, comps))
+        iso = [is_isolated(c) for c in comps]
+        return any(iso) and all(i or fast_part(c) is not None for i, c in zip(iso, comps))
 
     def component(self, key: str) -> Callable[..., RewardResult]:
         """The component reward under ``key``, resolving a registry name on first use."""
@@ -123,8 +126,8 @@ class Combined:
         """
         results: dict[str, RewardResult] = {}
         for key in self.rewards:
-            f = getattr(self.component(key), "fast", None)
-            if not callable(f):
+            f = fast_part(self.component(key))
+            if f is None:
                 return None
             try:
                 res = f(completion, reference, **meta)
@@ -137,6 +140,26 @@ class Combined:
 
     def __call__(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
         return self._aggregate({key: self._run(key, completion, reference, meta) for key in self.rewards})
+
+    def on_failure(self, result: RewardResult, completion: str, reference: Any = None, **meta: Any) -> RewardResult:
+        """A timeout or error the pool reports for the whole call, in the shape of every other result:
+        components that decide on their ``fast`` path (linear-time) keep their results; the others,
+        one of which ran out of time or failed, get ``result``'s status and info, and the score
+        they give a timeout themselves (``timeout_score``, default 0.0; an error scores as the pool's)."""
+        results: dict[str, RewardResult] = {}
+        for key in self.rewards:
+            res = None
+            f = fast_part(self.component(key))
+            if f is not None:
+                try:
+                    res = f(completion, reference, **meta)
+                except Exception:  # noqa: BLE001 - counted with the failure below
+                    res = None
+            if res is None:  # what this component itself reports when it runs out of time (or fails)
+                score = timeout_score_of(self.component(key)) if result.status == "timeout" else result.score
+                res = RewardResult(score, dict(result.info))
+            results[key] = as_result(res)
+        return self._aggregate(results)
 
     def _aggregate(self, results: dict[str, RewardResult]) -> RewardResult:
         components: dict[str, float | None] = {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rewardlab.rewards.base import CheapReward, RewardResult, register
+from rewardlab.rewards.base import CheapReward, RewardResult, fast_part, register
 
 __all__ = ["Overlong", "CosineLength", "RepetitionPenalty", "token_count"]
 
@@ -179,8 +179,8 @@ class CosineLength:
         own ``fast`` decides; ``None`` otherwise (the pool then runs the full call)."""
         if self.reward is None:
             return self._score(None, meta)
-        inner_fast = getattr(self._inner(), "fast", None)
-        inner = inner_fast(completion, reference, **meta) if callable(inner_fast) else None
+        inner_fast = fast_part(self._inner())
+        inner = inner_fast(completion, reference, **meta) if inner_fast is not None else None
         return None if inner is None else self._score(inner, meta)
 
     def __call__(self, completion: str, reference: Any = None, **meta: Any) -> RewardResult:

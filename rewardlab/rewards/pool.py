@@ -19,9 +19,17 @@ composites) and guarantees:
   the caller, which may be a trainer holding gigabytes of tensors; the fork server preloads and warms
   sympy and math-verify once, so a replacement worker is ready in milliseconds;
 * the reward is pickled once per batch and sent once to each worker, not once per item;
-* a reward with a ``fast(completion, reference, **meta)`` method gets a first pass on the caller's
-  thread: whatever it decides there (most math answers, in microseconds) never crosses a process.
-  ``fast`` paths are linear-time by construction (see ``tests/test_fuzz_rewards.py``);
+* the pool alone decides where each part of a reward runs (the protocol is in
+  :mod:`rewardlab.rewards.base`): a reward's ``fast(completion, reference, **meta)`` gets a first
+  pass on the caller's thread, and whatever it decides there (most math answers, in microseconds)
+  never crosses a process; what it leaves undecided goes to a worker, which runs the reward's
+  ``slow`` part (or its whole call, for rewards without one, e.g. plain functions). ``fast`` paths
+  are linear-time by construction (see ``tests/test_fuzz_rewards.py``);
+* **one deadline**: the ``deadline`` given to :func:`score_batch` (the trainer's
+  ``--reward-deadline``, the eval suite's grader deadline) is the budget of every item, whatever
+  the reward; in particular it also governs rewards called directly from inside a batch (the
+  components of an isolated ``Combined``). ``MathReward(timeout=...)`` is only the default of
+  direct calls outside any batch, through :func:`score_one`;
 * rewards with ``isolated = True`` (the code reward isolates itself in its sandbox and enforces its
   own limits) and rewards defined in ``__main__`` (which workers cannot import) run in threads of the
   calling process instead; a ``__main__`` reward that overruns the wall cap is abandoned (its daemon
@@ -51,13 +59,28 @@ import threading
 import time
 from dataclasses import dataclass
 from multiprocessing import spawn as _mp_spawn
+from contextvars import ContextVar
 from typing import Any, Callable, Sequence
 
-from rewardlab.rewards.base import RewardResult, as_result
+from rewardlab.rewards.base import (
+    RewardResult,
+    as_result,
+    explain_failure,
+    fast_part,
+    has_slow_part,
+    is_isolated,
+    slow_part,
+    timeout_score_of,
+)
 
-IN_WORKER = False
-"""True inside a pool worker process: rewards then run their slow paths inline (the pool kills them)."""
-PRELOAD = ["rewardlab.rewards.math_slow"]
+_WORKER_SIDE = False
+# True inside a pool worker process: score_one runs slow parts inline there (the pool that sent the
+# call enforces its budget). Only this module reads it.
+_BATCH_LIMITS: ContextVar[tuple[float, float] | None] = ContextVar("rewardlab_batch_limits", default=None)
+# (deadline, wall cap) of the score_batch whose in-process item is being scored on this thread, so a
+# reward called directly inside it (an isolated Combined's math component) gets the batch's deadline.
+
+PRELOAD = ["rewardlab.rewards.math.slow"]
 """Modules the fork server imports once, so that every worker starts with them loaded."""
 WORKER_MEMORY_BYTES = 4 << 30
 """Address-space limit of a worker (a pathological expression fails with MemoryError instead of swapping)."""
@@ -121,8 +144,8 @@ _hide_main_from_workers()
 
 def _worker_main(conn: Any, preload: list[str]) -> None:
     """Entry point of a worker process: load functions once, run calls, reply. Exits on EOF."""
-    global IN_WORKER
-    IN_WORKER = True
+    global _WORKER_SIDE
+    _WORKER_SIDE = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the trainer
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
     try:
@@ -472,7 +495,7 @@ def _timeout_result(reward: Any, deadline: float, cap: float, outcome: Outcome |
         info.update(outcome.info())
         if outcome.value:
             info["detail"] = outcome.value
-    return RewardResult(float(getattr(reward, "timeout_score", 0.0)), info)
+    return RewardResult(timeout_score_of(reward), info)
 
 
 def _error_result(message: str) -> RewardResult:
@@ -487,7 +510,7 @@ def _coerce(out: Any) -> RewardResult:
 
 
 def _in_process(reward: Any) -> bool:
-    if getattr(reward, "isolated", False):
+    if is_isolated(reward):
         return True
     mod = getattr(reward, "__module__", None) or getattr(type(reward), "__module__", None)
     return mod == "__main__"
@@ -551,6 +574,68 @@ def _run_bounded(fn: Callable[[int], RewardResult], items: list[int], nthreads: 
     return done
 
 
+class _SlowPart:
+    """What a worker runs for a reward that has a ``slow`` part (picklable when the reward is)."""
+
+    def __init__(self, reward: Any):
+        self.reward = reward
+
+    def __call__(self, completion: Any, reference: Any, **meta: Any) -> Any:
+        return self.reward.slow(completion, reference, **meta)
+
+
+def _worker_callable(reward: Any) -> Any:
+    return _SlowPart(reward) if has_slow_part(reward) else reward
+
+
+def _pooled_result(reward: Any, out: Outcome, deadline: float, cap: float, completion: Any, reference: Any,
+                   meta: dict) -> RewardResult:
+    """A worker's :class:`Outcome` as the item's result (failures in the reward's own shape)."""
+    if out.status == "ok":
+        r = _coerce(out.value)
+        r.info.update({k: v for k, v in out.info().items() if k not in r.info})
+        return r
+    failed = _timeout_result(reward, deadline, cap, out) if out.status == "timeout" else _error_result(str(out.value))
+    return explain_failure(reward, failed, completion, reference, meta)
+
+
+def _limits(deadline: float | None, wall_cap: float | None) -> tuple[float, float]:
+    deadline = 1.0 if deadline is None else float(deadline)
+    return deadline, (max(WALL_CAP, deadline) if wall_cap is None else float(wall_cap))
+
+
+def score_one(reward: Any, completion: Any, reference: Any, *, deadline: float | None = None,
+              wall_cap: float | None = None, **meta: Any) -> RewardResult:
+    """Score one item exactly as :func:`score_batch` scores each of its items: ``fast`` on this
+    thread, then the slow part in a worker under ``deadline`` worker CPU seconds (default 1.0) and
+    the wall cap. Never raises.
+
+    This is the entry point of direct calls: ``MathReward.__call__`` returns
+    ``score_one(self, ..., deadline=self.timeout, wall_cap=self.wall_cap)``. Inside a batch (an
+    in-process item of :func:`score_batch` on this thread) the batch's deadline and cap win over
+    the ones given here; inside a pool worker the slow part runs inline, under the budget of the
+    call that worker is running. Only rewards that have a ``slow`` part may call this from their
+    ``__call__`` (for the others, the slow part is the call itself).
+    """
+    batch = _BATCH_LIMITS.get()
+    deadline, cap = batch if batch is not None else _limits(deadline, wall_cap)
+    fast = fast_part(reward)
+    if fast is not None:
+        try:
+            r = fast(completion, reference, **meta)
+        except Exception:  # noqa: BLE001 - the slow part reports it
+            r = None
+        if r is not None:
+            return _coerce(r)
+    if _WORKER_SIDE or _in_process(reward):
+        return _call_safely(slow_part(reward), completion, reference, meta)
+    try:
+        out = get_pool().call(_worker_callable(reward), (completion, reference), meta, deadline=deadline, wall_cap=cap)
+    except Exception as e:  # noqa: BLE001 - e.g. no process could be started here
+        out = Outcome("error", f"{type(e).__name__}: {e}")
+    return _pooled_result(reward, out, deadline, cap, completion, reference, meta)
+
+
 def prewarm(reward: Any, workers: int | None = None) -> None:
     """Start the workers ``reward`` will need, in the background (a no-op for in-process rewards).
 
@@ -581,7 +666,7 @@ def score_batch(
         raise ValueError(f"score_batch: {n} completions but {len(references)} references"
                          + ("" if metas is None else f" and {len(metas)} metas"))
     metas = list(metas) if metas is not None else [{} for _ in range(n)]
-    cap = max(WALL_CAP, deadline) if wall_cap is None else float(wall_cap)
+    deadline, cap = _limits(deadline, wall_cap)
     results: list[RewardResult | None] = [None] * n
 
     in_process = _in_process(reward)
@@ -591,7 +676,7 @@ def score_batch(
         nthreads = workers or _default_workers()
     else:
         try:
-            payload = pickle.dumps(reward)  # once for the whole batch; each worker unpickles it once
+            payload = pickle.dumps(_worker_callable(reward))  # once for the batch; each worker unpickles it once
         except Exception as e:  # noqa: BLE001
             raise ValueError(f"score_batch: the reward {reward!r} cannot be pickled ({e}); "
                              "define it at module level or set isolated = True") from None
@@ -602,37 +687,39 @@ def score_batch(
 
     def one(i: int) -> RewardResult:
         meta = metas[i] or {}
-        if pool is None:
-            return _call_safely(reward, completions[i], references[i], meta)
-        out = pool.call(reward, (completions[i], references[i]), meta,
+        if pool is None:  # in-process: the whole call; rewards it calls directly get this batch's limits
+            token = _BATCH_LIMITS.set((deadline, cap))
+            try:
+                return _call_safely(reward, completions[i], references[i], meta)
+            finally:
+                _BATCH_LIMITS.reset(token)
+        out = pool.call(None, (completions[i], references[i]), meta,
                         deadline=deadline, wall_cap=cap, key=key, payload=payload)
-        if out.status == "ok":
-            r = _coerce(out.value)
-            r.info.update({k: v for k, v in out.info().items() if k not in r.info})
-            return r
-        if out.status == "timeout":
-            return _timeout_result(reward, deadline, cap, out)
-        return _error_result(str(out.value))
+        return _pooled_result(reward, out, deadline, cap, completions[i], references[i], meta)
 
-    fast = getattr(reward, "fast", None)
+    fast = fast_part(reward)
     slow: list[int] = []
     for i in range(n):
         r = None
-        if callable(fast):
+        if fast is not None:
             try:
                 r = fast(completions[i], references[i], **(metas[i] or {}))
-            except Exception:  # noqa: BLE001 - the full call will report it
+            except Exception:  # noqa: BLE001 - the slow part will report it
                 r = None
         if r is not None:
-            results[i] = r
+            results[i] = _coerce(r)
         else:
             slow.append(i)
     if slow:
         # Pooled calls enforce the cap themselves; in-process ones are abandoned at it, except
         # isolated rewards, which enforce their own limits (the code reward's sandbox kills its runs).
-        guard = None if pool is not None or getattr(reward, "isolated", False) else cap
-        overrun = lambda i: _timeout_result(reward, deadline, cap, Outcome("timeout", "abandoned at the wall-clock cap",  # noqa: E731
-                                                                         None, cap, "wall"))
+        guard = None if pool is not None or is_isolated(reward) else cap
+
+        def overrun(i: int) -> RewardResult:
+            out = Outcome("timeout", "abandoned at the wall-clock cap", None, cap, "wall")
+            return explain_failure(reward, _timeout_result(reward, deadline, cap, out), completions[i], references[i],
+                                   metas[i] or {})
+
         for i, r in _run_bounded(one, slow, nthreads, guard, overrun).items():
             results[i] = r
     return results  # type: ignore[return-value]

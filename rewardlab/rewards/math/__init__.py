@@ -7,17 +7,23 @@
 
 Three stages, each with its own module:
 
-1. extraction (:mod:`math_extract`): last ``\\boxed{}`` group, GSM8K ``####``, "the answer is",
+1. extraction (:mod:`.extract`): last ``\\boxed{}`` group, GSM8K ``####``, "the answer is",
    or a fallback; the policy and the anti-hacking checks are an :class:`ExtractionPolicy`;
-2. the fast path (:mod:`math_equiv`): exact, pure Python, on the caller's thread. Integers,
+2. the fast path (:mod:`.equiv`): exact, pure Python, on the caller's thread. Integers,
    decimals, fractions, percentages, thousands separators, scientific notation, short arithmetic,
    polynomials, lists and text answers are decided here without touching a LaTeX parser;
-3. the slow path (:mod:`math_slow`): math-verify + sympy in a worker process of
-   :mod:`rewardlab.rewards.pool`, killed when it has used ``timeout`` seconds of *worker CPU*
-   (default 1 s; so the verdict does not depend on how busy the machine is) or when the call reaches
-   its wall-clock cap ``wall_cap`` (default 5 s, the hang guard, which also covers a cold start). A
-   timeout scores ``timeout_score`` (0.0) with ``info["status"] = "timeout"`` and ``info["phase"]``
-   (``startup``, ``queue``, ``cpu`` or ``wall``); slow-path results carry ``cpu_s`` and ``wall_s``.
+3. the slow path (:mod:`.slow`, :meth:`MathReward.slow`): math-verify + sympy in a worker process
+   of :mod:`rewardlab.rewards.pool`, killed when it has used its budget of *worker CPU* seconds (so
+   the verdict does not depend on how busy the machine is) or when the call reaches its wall-clock
+   cap (the hang guard, which also covers a cold start). A timeout scores ``timeout_score`` (0.0)
+   with ``info["status"] = "timeout"`` and ``info["phase"]`` (``startup``, ``queue``, ``cpu`` or
+   ``wall``); slow-path results carry ``cpu_s`` and ``wall_s``.
+
+The reward never dispatches itself: the pool decides where each stage runs. In a batch
+(``score_batch(..., deadline=...)``: the trainer's ``--reward-deadline``, the eval suite's grader
+deadline) the batch's deadline and wall cap apply. ``MathReward(timeout=..., wall_cap=...)``
+(defaults 1 s and 5 s) are only the limits of *direct* calls ``math_reward(completion, gold)``
+outside a batch, which go through ``pool.score_one``.
 
 Answers longer than :data:`FAST_MAX_CHARS` skip the fast path and go to the worker, so that the
 caller's thread only ever handles bounded text: extraction is linear in the completion, and the
@@ -40,8 +46,8 @@ from typing import Any
 
 from rewardlab.rewards import pool as _pool
 from rewardlab.rewards.base import RewardResult, register
-from rewardlab.rewards.math_equiv import fast_compare
-from rewardlab.rewards.math_extract import Extraction, ExtractionPolicy, extract_answer, extract_gold, find_boxes
+from rewardlab.rewards.math.equiv import fast_compare
+from rewardlab.rewards.math.extract import Extraction, ExtractionPolicy, extract_answer, extract_gold, find_boxes
 
 _REFUSALS = {"box_spam", "ambiguous", "number_spam"}
 _INFO_CHARS = 300
@@ -55,20 +61,15 @@ def _clip(s: str | None) -> str | None:
     return s[:_INFO_CHARS] + f"...[{len(s)} chars]"
 
 
-def _slow_task(pred: str, gold: str) -> dict:
-    """Runs inside a pool worker."""
-    from rewardlab.rewards.math_slow import slow_compare
-
-    return slow_compare(pred, gold)
-
-
 class MathReward:
     """A configurable, picklable math answer reward. ``math_reward`` is the default instance.
 
     Args:
         policy: how the answer is extracted and which hacks are refused (:class:`ExtractionPolicy`).
-        timeout: worker CPU seconds allowed for the slow (symbolic) path of one call.
-        wall_cap: wall-clock seconds after which a call returns, whatever happens (hang guard).
+        timeout: worker CPU seconds allowed for the slow (symbolic) path of one *direct* call
+            (in a batch, ``score_batch``'s ``deadline`` applies instead).
+        wall_cap: wall-clock seconds after which a direct call returns, whatever happens (hang
+            guard; in a batch, ``score_batch``'s ``wall_cap``).
         timeout_score: the score of a call that ran out of time.
         correct_score / wrong_score: the scores of a graded answer.
         refused_score: the score of a refused (hacking) or missing answer.
@@ -117,7 +118,14 @@ class MathReward:
         return RewardResult(self.correct_score if equal else self.wrong_score, info)
 
     def fast(self, completion: Any, reference: Any, **meta: Any) -> RewardResult | None:
-        """Decide on the caller's thread without sympy, or return None (the slow path is needed)."""
+        """Decide on the caller's thread without sympy, or return None (the slow path is needed).
+        Never raises: garbage in (a completion that is not text, ...) is an ``error`` result here."""
+        try:
+            return self._fast(completion, reference)
+        except Exception as e:  # noqa: BLE001 - garbage in never raises
+            return RewardResult(self.wrong_score, {"status": "error", "error": f"{type(e).__name__}: {e}"})
+
+    def _fast(self, completion: Any, reference: Any) -> RewardResult | None:
         pred, gold, info = self._prepare(completion, reference)
         if gold.answer is None:
             info.update(status="bad_gold", rule="none", detail="the reference holds no answer")
@@ -144,39 +152,37 @@ class MathReward:
             info["detail"] = d.detail
         return self._result(d.equal, info)
 
-    def __call__(self, completion: Any, reference: Any, **meta: Any) -> RewardResult:
-        try:
-            r = self.fast(completion, reference, **meta)
-        except Exception as e:  # noqa: BLE001 - garbage in never raises
-            return RewardResult(self.wrong_score, {"status": "error", "error": f"{type(e).__name__}: {e}"})
-        if r is not None:
-            return r
+    def slow(self, completion: Any, reference: Any, **meta: Any) -> RewardResult:
+        """The symbolic comparison (math-verify + sympy). The pool runs this in a worker, under its
+        CPU budget, for the answers :meth:`fast` left undecided; it never dispatches anywhere."""
+        # lazy: sympy and math-verify take seconds to import; the pool's fork server preloads them
+        from rewardlab.rewards.math.slow import slow_compare
+
         pred, gold, info = self._prepare(completion, reference)
-        if _pool.IN_WORKER:  # the pool running this call enforces its budget
-            try:
-                out = _slow_task(pred.answer, gold.answer)
-            except Exception as e:  # noqa: BLE001
-                out = {"equal": False, "rule": "error", "status": "error", "detail": f"{type(e).__name__}: {e}"}
-        else:
-            try:
-                res = _pool.get_pool().call(_slow_task, (pred.answer, gold.answer), deadline=self.timeout,
-                                            wall_cap=self.wall_cap)
-            except Exception as e:  # noqa: BLE001 - e.g. no process could be started here
-                res = _pool.Outcome("error", f"{type(e).__name__}: {e}")
-            info.update(res.info())
-            if res.status == "timeout":
-                info.update(status="timeout", rule="deadline", deadline_s=self.timeout, wall_cap_s=self.wall_cap)
-                if res.value:
-                    info["detail"] = res.value
-                return RewardResult(self.timeout_score, info)
-            if res.status != "ok":
-                info.update(status="error", rule="error", error=str(res.value))
-                return RewardResult(self.wrong_score, info)
-            out = res.value
+        if pred.answer is None or gold.answer is None:  # fast decides these; only reached when called directly
+            return self._fast(completion, reference) or RewardResult(self.wrong_score, info)
+        try:
+            out = slow_compare(pred.answer, gold.answer)
+        except Exception as e:  # noqa: BLE001
+            out = {"equal": False, "rule": "error", "status": "error", "detail": f"{type(e).__name__}: {e}"}
         info.update({k: v for k, v in out.items() if k != "equal"})
         if info.get("status") == "gold_parse_error":
             return RewardResult(None, info)  # the reference, not the completion, is at fault
         return self._result(bool(out.get("equal")), info)
+
+    def on_failure(self, result: RewardResult, completion: Any, reference: Any, **meta: Any) -> RewardResult:
+        """A timeout or error the pool reports for :meth:`slow`, with the answer that was being compared."""
+        _, _, info = self._prepare(completion, reference)
+        info.update(result.info)
+        if result.status == "timeout":
+            info["rule"] = "deadline"
+            return RewardResult(self.timeout_score, info)
+        info["rule"] = "error"
+        return RewardResult(self.wrong_score, info)
+
+    def __call__(self, completion: Any, reference: Any, **meta: Any) -> RewardResult:
+        """Grade one completion: :meth:`fast` here, else :meth:`slow` where the pool puts it."""
+        return _pool.score_one(self, completion, reference, deadline=self.timeout, wall_cap=self.wall_cap, **meta)
 
 
 def _rebuild(policy: dict, timeout: float, timeout_score: float, correct: float, wrong: float, refused: float,

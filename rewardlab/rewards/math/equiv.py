@@ -4,7 +4,7 @@ Most GSM8K/MATH answers are integers, decimals, fractions, percentages or short 
 module decides those without any LaTeX parser or sympy, exactly (``fractions.Fraction``), in tens of
 microseconds, and with guards that make every step linear or bounded (power towers, huge factorials
 and 5,000-digit literals are compared by magnitude, never expanded). What it cannot decide it
-reports as undecided, and the reward sends the pair to a worker process (:mod:`math_slow`).
+reports as undecided, and the reward sends the pair to a worker process (:mod:`.slow`).
 
 Pipeline for one (pred, gold) pair of extracted answers:
 
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from rewardlab.rewards.math_values import (
+from rewardlab.rewards.math.values import (
     Huge,
     Invalid,
     Num,

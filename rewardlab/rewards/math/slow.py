@@ -20,7 +20,7 @@ from typing import Any
 import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from rewardlab.rewards.math_equiv import fast_compare, unbounded_operator
+from rewardlab.rewards.math.equiv import fast_compare, unbounded_operator
 
 MAX_SLOW_CHARS = 1500
 """Answers longer than this are not sent to the symbolic parser."""

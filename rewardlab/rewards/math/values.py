@@ -7,7 +7,7 @@ large to hold (power towers, huge factorials) so that they are compared by magni
 :func:`parse_scalar` evaluates one LaTeX/plain-text scalar (``\\frac``, ``\\sqrt``, ``^``, ``!``,
 ``\\log_b``, ``\\binom``, ``|x|``, implicit products) and raises :class:`Unsupported` for anything
 else; :func:`scalars_equal` compares two of them exactly (``None`` when it cannot decide).
-Used by :mod:`rewardlab.rewards.math_equiv`; see ``rewardlab reward math`` to try it.
+Used by :mod:`rewardlab.rewards.math.equiv`; see ``rewardlab reward math`` to try it.
 """
 
 from __future__ import annotations
