@@ -25,6 +25,7 @@ Scoring runs in a worker thread (through :func:`rewardlab.rewards.pool.score_bat
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 from typing import Any
@@ -114,8 +115,6 @@ def parse_request(raw: bytes, max_batch: int) -> tuple[list[str], list[str], lis
             body[key] = body.pop(alias)
     unknown = [k for k in body if k not in FIELDS]
     if unknown:
-        import difflib
-
         close = difflib.get_close_matches(str(unknown[0]), [*FIELDS, *ALIASES], n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         names = ", ".join(repr(k) for k in unknown[:5]) + (", ..." if len(unknown) > 5 else "")

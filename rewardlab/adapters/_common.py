@@ -11,7 +11,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rewardlab.rewards.base import RewardResult, as_result, get_reward
+from rewardlab.rewards.base import RewardResult, as_result, get_reward, reward_name
+from rewardlab.rewards.pool import score_batch
 
 log = logging.getLogger("rewardlab.adapters")
 
@@ -125,8 +126,6 @@ def score_many(
     one after another in this process.
     """
     if pool and len(completions) > 0:
-        from rewardlab.rewards.pool import score_batch
-
         try:
             results = score_batch(reward, list(completions), list(references), list(metas), deadline=deadline, workers=workers)
             return [_error_to_none(r) for r in results]
@@ -145,8 +144,6 @@ def _error_to_none(r: RewardResult) -> RewardResult:
 
 
 def _name(reward: Any) -> str:
-    from rewardlab.rewards.base import reward_name
-
     try:
         return reward_name(reward)
     except Exception:  # noqa: BLE001 - naming is best effort in a log line

@@ -32,6 +32,7 @@ from typing import Any
 
 from rewardlab.adapters._common import RewardLike, coerce_reference, log, resolve, score_many
 from rewardlab.rewards.base import RewardResult
+from rewardlab.rewards.combine import reward_from_specs
 
 __all__ = ["reward_func", "make_reward_func", "strip_prompt", "score_queries", "parse_reward_spec", "rewards_payload"]
 
@@ -70,8 +71,6 @@ def parse_reward_spec(spec: str) -> RewardLike:
 
     Bad specs raise ``ValueError`` (see :func:`rewardlab.rewards.combine.reward_from_specs`).
     """
-    from rewardlab.rewards.combine import reward_from_specs
-
     return reward_from_specs(p for p in spec.split(",") if p.strip())
 
 
@@ -132,7 +131,7 @@ class OpenRLHFReward:
         self.workers = workers
 
     def __call__(self, queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kw: Any) -> dict[str, Any]:
-        import torch
+        import torch  # lazy: torch is heavy and optional for everything but this OpenRLHF entry point
 
         try:
             results = score_queries(

@@ -18,6 +18,8 @@ from typing import Any
 import click
 
 from rewardlab.errors import RewardlabError
+from rewardlab.rewards import get_reward
+from rewardlab.rewards.pool import score_batch
 
 
 def _read_rows(path: str) -> list[dict[str, Any]]:
@@ -63,9 +65,6 @@ def _explain(info: dict[str, Any]) -> str:
 @click.option("--deadline", type=float, default=1.0, show_default=True, help="Per-item deadline in seconds.")
 def reward(name: str, completion: str | None, gold: str | None, file_: str | None, as_json: bool, deadline: float) -> None:
     """Score completions with reward NAME (math, code, format, ... or a dotted path) and explain each score."""
-    from rewardlab.rewards import get_reward
-    from rewardlab.rewards.pool import score_batch
-
     fn = get_reward(name)
     if file_ and (completion is not None or gold is not None):
         raise RewardlabError("give either --file or --completion/--gold, not both")

@@ -17,6 +17,8 @@ from pathlib import Path
 import click
 
 from rewardlab.errors import RewardlabError
+from rewardlab.sandbox import Limits, get_pool
+from rewardlab.sandbox.isolation import detect_tier
 
 
 def _read(path: str | None, what: str) -> str | None:
@@ -40,8 +42,6 @@ def sandbox() -> None:
 @click.option("--tier", default=None, help="auto (default), A, B or unsafe.")
 def info(tier: str | None) -> None:
     """Print the isolation tier chosen on this machine."""
-    from rewardlab.sandbox.isolation import detect_tier
-
     t = detect_tier(tier)
     click.echo(t.summary())
     click.echo(f"interpreter: {t.python}")
@@ -67,8 +67,6 @@ def run(file: str, tests_file: str | None, entry_point: str | None, prompt_file:
         stdin_file: str | None, expected_file: str | None, timeout: float, memory_mb: int, tier: str | None,
         partial: bool, legacy: bool, as_json: bool) -> None:
     """Run FILE against --tests/--entry-point or --stdin/--expected."""
-    from rewardlab.sandbox import Limits, get_pool
-
     if memory_mb <= 0:
         raise RewardlabError("--memory-mb must be positive")
     solution = _read(file, "FILE")

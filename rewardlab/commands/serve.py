@@ -10,11 +10,16 @@ when the trainer runs on another machine; ``--port 0`` picks a free port and pri
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import click
+import uvicorn
 
 from rewardlab.errors import RewardlabError
+from rewardlab.rewards.base import reward_name
+from rewardlab.rewards.combine import reward_from_specs
+from rewardlab.server import create_app
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -67,13 +72,6 @@ def serve(
     log_level: str,
 ) -> None:
     """Serve rewards at POST /get_reward (OpenRLHF remote reward protocol) and GET /health."""
-    import logging
-
-    import uvicorn
-
-    from rewardlab.rewards.base import reward_name
-    from rewardlab.rewards.combine import reward_from_specs
-    from rewardlab.server import create_app
 
     if deadline <= 0:
         raise RewardlabError("--deadline must be positive")

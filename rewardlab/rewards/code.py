@@ -36,6 +36,7 @@ import re
 from typing import Any
 
 from rewardlab.rewards.base import RewardResult, register
+from rewardlab.sandbox import execute
 
 _CODE_LANGS = {"", "python", "python3", "py", "py3"}
 _LANG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+.-")
@@ -110,8 +111,6 @@ def code_reward(completion: str, reference: Any, timeout: float | None = None, p
                 legacy: bool | None = None, **meta: Any) -> RewardResult:
     """1.0 when the completion's code passes the reference tests, else 0.0 (or the fraction
     passed with ``partial=True``). ``score`` is None only when the sandbox itself failed."""
-    from rewardlab.sandbox import execute  # lazy: importing the reward module stays cheap
-
     timeout = float(timeout if timeout is not None else meta.get("timeout_s", 5.0))
     partial = bool(partial)
     if not isinstance(reference, dict):

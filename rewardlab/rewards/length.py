@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rewardlab.rewards.base import CheapReward, RewardResult, fast_part, register
+from rewardlab.rewards.base import CheapReward, RewardResult, fast_part, get_reward, register
 
 __all__ = ["Overlong", "CosineLength", "RepetitionPenalty", "token_count"]
 
@@ -140,8 +140,6 @@ class CosineLength:
 
     def _inner(self) -> Any:
         if isinstance(self.reward, str):
-            from rewardlab.rewards.base import get_reward
-
             return get_reward(self.reward)
         return self.reward
 
