@@ -2,7 +2,8 @@
 
 What it simplifies: the four algorithms differ only in a handful of settings (advantage scale,
 ratio level, clip range, aggregation, KL, DAPO's reward/batch shaping), so they are one function
-set driven by plain-dict presets, with the few real differences as marked branches
+set driven by one settings dataclass (:class:`Algo`, each field declared once) and presets written
+as deltas from GRPO (``DAPO = replace(GRPO, eps_high=0.28, ...)``), with the few real differences as marked branches
 (``# --- GSPO ---``, ``# --- dual clip ---``). The specification is ``docs/algorithms.md``
 (shared); the numbers match verl 0.9.1 in float64 (``tests/test_algos_reference.py``).
 
@@ -30,7 +31,8 @@ Run the tests with ``.venv/bin/python -m pytest -q tests/test_algos*.py``.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -68,126 +70,142 @@ class AlgoError(RewardlabError, ValueError):
 
 
 # ----------------------------------------------------------------------------------------------
-# presets
+# the algorithm settings, declared once; presets as deltas
 # ----------------------------------------------------------------------------------------------
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "grpo": {  # DeepSeekMath: z-score, token ratio, symmetric clip, sequence mean, k3 KL at 0.04
-        "advantage": "std",
-        "ratio": "token",
-        "eps_low": 0.2,
-        "eps_high": 0.2,
-        "clip_ratio_c": None,
-        "agg": "seq-mean-token-mean",
-        "beta": 0.04,
-        "kl": "k3",
-        "entropy_coef": 0.0,
-        "dynamic_sampling": False,
-        "overlong": False,
-        "overlong_factor": 1.0,
-        "overlong_filter": False,
-        "mini_batches": 1,
-    },
-    "dr_grpo": {  # Dr. GRPO: r - mean, sum over tokens / constant L, no KL
-        "advantage": "none",
-        "ratio": "token",
-        "eps_low": 0.2,
-        "eps_high": 0.2,
-        "clip_ratio_c": None,
-        "agg": "seq-mean-token-sum-norm",
-        "beta": 0.0,
-        "kl": "k3",
-        "entropy_coef": 0.0,
-        "dynamic_sampling": False,
-        "overlong": False,
-        "overlong_factor": 1.0,
-        "overlong_filter": False,
-        "mini_batches": 1,
-    },
-    "dapo": {  # DAPO: clip-higher, token mean, no KL, dynamic sampling, soft overlong punishment
-        "advantage": "std",
-        "ratio": "token",
-        "eps_low": 0.2,
-        "eps_high": 0.28,
-        "clip_ratio_c": None,
-        "agg": "token-mean",
-        "beta": 0.0,
-        "kl": "k3",
-        "entropy_coef": 0.0,
-        "dynamic_sampling": True,
-        "overlong": True,
-        "overlong_factor": 1.0,
-        "overlong_filter": False,
-        "mini_batches": 1,
-    },
-    "gspo": {  # GSPO: sequence ratio, tiny clip range, sequence mean, 4 mini-batches per rollout
-        "advantage": "std",
-        "ratio": "sequence",
-        "eps_low": 3e-4,
-        "eps_high": 4e-4,
-        "clip_ratio_c": None,
-        "agg": "seq-mean-token-mean",
-        "beta": 0.0,
-        "kl": "k3",
-        "entropy_coef": 0.0,
-        "dynamic_sampling": False,
-        "overlong": False,
-        "overlong_factor": 1.0,
-        "overlong_filter": False,
-        "mini_batches": 4,
-    },
-}
-"""The algorithm presets of ``docs/algorithms.md`` as plain data. Fields:
 
-- ``advantage``: ``"std"`` (group z-score) or ``"none"`` (r - group mean) -> ``group_advantages(scale=)``.
-- ``ratio``, ``eps_low``, ``eps_high``, ``clip_ratio_c``, ``agg``, ``beta``, ``kl``, ``entropy_coef``:
-  the ``policy_loss`` keyword arguments of the same names (see :func:`loss_kwargs`).
-- ``dynamic_sampling``: drop zero-variance groups and regenerate (:func:`dynamic_sampling_keep`).
-- ``overlong`` / ``overlong_factor``: add DAPO's soft overlong penalty to the reward
-  (:func:`overlong_penalty`; the cache length is a generation setting, not part of the preset).
-- ``overlong_filter``: mask out rows truncated without EOS (loss only; they still count in rewards).
-- ``mini_batches``: optimizer steps per rollout batch per epoch (GSPO: 4, which makes it off-policy).
+@dataclass(frozen=True)
+class Algo(Mapping):
+    """The settings that make an algorithm, one field each (the only place they are declared).
 
-``seq-mean-token-sum-norm`` (Dr. GRPO) also needs ``max_len`` = max new tokens at loss time.
-Use :func:`preset` to get a validated copy with overrides; do not mutate this dict.
-"""
+    ``rewardlab train`` takes every field as an optional ``--key value`` override of the preset
+    (``rewardlab.train.config.TrainConfig`` is generated from these fields, with these docstrings
+    as its help), validation is :meth:`check`, and the saved ``config.yaml`` lists them under
+    ``derived.algorithm``. An ``Algo`` reads like a mapping (``algo["eps_high"]``, ``dict(algo)``)
+    so that :func:`preset`'s plain dicts and these objects are interchangeable.
+    Fields marked ``loss`` in their metadata are :func:`policy_loss` keyword arguments.
+    """
 
-LOSS_FIELDS: tuple[str, ...] = ("ratio", "eps_low", "eps_high", "clip_ratio_c", "agg", "beta", "kl", "entropy_coef")
-"""Preset fields that are ``policy_loss`` keyword arguments."""
+    advantage: str = "std"
+    """Advantage scale: std (group z-score, GRPO/DAPO/GSPO) or none (r - group mean, Dr. GRPO)."""
+    ratio: str = field(default="token", metadata={"loss": True})
+    """Importance ratio level: token (GRPO, Dr. GRPO, DAPO) or sequence (GSPO, GSPO-token form)."""
+    eps_low: float = field(default=0.2, metadata={"loss": True})
+    """Lower clip range: the ratio is clipped at 1 - eps_low."""
+    eps_high: float = field(default=0.2, metadata={"loss": True})
+    """Upper clip range: the ratio is clipped at 1 + eps_high (DAPO's clip-higher raises it)."""
+    clip_ratio_c: float | None = field(default=None, metadata={"loss": True})
+    """Dual-clip constant (> 1) bounding the loss of A < 0 tokens at -A * c; None = off (not with ratio sequence)."""
+    agg: str = field(default="seq-mean-token-mean", metadata={"loss": True})
+    """Loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm."""
+    beta: float = field(default=0.04, metadata={"loss": True})
+    """KL coefficient to the frozen reference model (0 = no reference model)."""
+    kl: str = field(default="k3", metadata={"loss": True})
+    """KL estimator: k1, k2, k3, k1+, k3+ (aliases low_var_kl, low_var_kl+, kl, mse)."""
+    entropy_coef: float = field(default=0.0, metadata={"loss": True})
+    """Entropy bonus coefficient (- entropy_coef * H per token)."""
+    dynamic_sampling: bool = False
+    """DAPO dynamic sampling: drop zero-variance groups and generate again (budget: max_gen_batches)."""
+    overlong: bool = False
+    """DAPO soft overlong punishment added to the reward (rewards.length.overlong_penalty)."""
+    overlong_factor: float = 1.0
+    """Size of the overlong penalty at max_new_tokens (its weight in the reward)."""
+    overlong_cache: int | None = None
+    """Soft-punish buffer L_cache in tokens (None = a quarter of max_new_tokens; a generation setting)."""
+    overlong_filter: bool = False
+    """Mask out (loss weight 0) completions that hit max_new_tokens without EOS."""
+    mini_batches: int = 1
+    """Optimizer steps per rollout batch per epoch (GSPO: 4, which makes it off-policy)."""
 
-_BOOL_FIELDS = ("dynamic_sampling", "overlong", "overlong_filter")
+    def __getitem__(self, key: str) -> Any:
+        if key not in FIELDS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(FIELDS)
+
+    def __len__(self) -> int:
+        return len(FIELDS)
+
+    def check(self) -> "Algo":
+        """Raise :class:`AlgoError` naming the first bad field; return ``self``."""
+        _check_choice("advantage", self.advantage, ADVANTAGE_SCALES)
+        _check_choice("ratio", self.ratio, RATIO_LEVELS)
+        _check_choice("agg", self.agg, AGGREGATIONS)
+        _check_choice("kl", _kl_kind(self.kl), KL_KINDS)
+        _check_clip(self.eps_low, self.eps_high, self.clip_ratio_c, self.ratio)
+        if not _is_real(self.beta) or self.beta < 0:
+            raise AlgoError(f"beta must be a number >= 0, got {self.beta!r}")
+        if not _is_real(self.entropy_coef):
+            raise AlgoError(f"entropy_coef must be a number, got {self.entropy_coef!r}")
+        if not _is_real(self.overlong_factor) or self.overlong_factor < 0:
+            raise AlgoError(f"overlong_factor must be a number >= 0, got {self.overlong_factor!r}")
+        mb, cache = self.mini_batches, self.overlong_cache
+        if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
+            raise AlgoError(f"mini_batches must be an integer >= 1, got {mb!r}")
+        if cache is not None and (isinstance(cache, bool) or not isinstance(cache, int) or cache < 1):
+            raise AlgoError(f"overlong_cache must be an integer >= 1 or None, got {cache!r}")
+        for name in ("dynamic_sampling", "overlong", "overlong_filter"):
+            if not isinstance(getattr(self, name), bool):
+                raise AlgoError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        return self
+
+    def with_overrides(self, **overrides: Any) -> "Algo":
+        """A checked copy with ``overrides`` applied (KL aliases resolved); unknown names raise."""
+        unknown = sorted(set(overrides) - set(FIELDS))
+        if unknown:
+            raise AlgoError(f"unknown field(s) {', '.join(map(repr, unknown))}; valid fields: {', '.join(FIELDS)}")
+        out = replace(self, **overrides)
+        return replace(out, kl=_kl_kind(out.kl)).check()
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Algo))
+"""The algorithm field names, in declaration order."""
+
+LOSS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Algo) if f.metadata.get("loss"))
+"""Algorithm fields that are ``policy_loss`` keyword arguments (``loss`` in the field's metadata)."""
+
+GRPO = Algo()
+"""DeepSeekMath GRPO: group z-score, token ratio, symmetric clip 0.2, sequence mean, k3 KL at 0.04 (the defaults)."""
+DR_GRPO = replace(GRPO, advantage="none", agg="seq-mean-token-sum-norm", beta=0.0)
+"""Dr. GRPO: r - mean (no std), sum over tokens / the constant max_new_tokens, no KL."""
+DAPO = replace(GRPO, eps_high=0.28, agg="token-mean", beta=0.0, dynamic_sampling=True, overlong=True)
+"""DAPO: clip-higher, token mean, no KL, dynamic sampling, soft overlong punishment."""
+GSPO = replace(GRPO, ratio="sequence", eps_low=3e-4, eps_high=4e-4, beta=0.0, mini_batches=4)
+"""GSPO: sequence-level ratio, tiny clip range, no KL, 4 mini-batches per rollout (off-policy)."""
+
+PRESETS: dict[str, Algo] = {"grpo": GRPO, "dr_grpo": DR_GRPO, "dapo": DAPO, "gspo": GSPO}
+"""The presets of ``docs/algorithms.md``; their keys are the one list of algorithm names."""
+
+ALGOS: tuple[str, ...] = tuple(PRESETS)
+"""The algorithm names ``--algo`` accepts."""
 
 
 def validate_algo(cfg: Mapping[str, Any]) -> None:
-    """Check an algorithm dict (a preset with overrides); raise :class:`AlgoError` naming the bad field."""
-    unknown = sorted(set(cfg) - set(PRESETS["grpo"]))
+    """Check an algorithm dict (a preset with overrides); raise :class:`AlgoError` naming the bad field.
+
+    Missing fields take :class:`Algo`'s defaults."""
+    unknown = sorted(set(cfg) - set(FIELDS))
+    if unknown:
+        raise AlgoError(f"unknown algorithm field(s) {', '.join(map(repr, unknown))}; valid fields: {', '.join(FIELDS)}")
+    replace(Algo(), **dict(cfg)).check()
+
+
+def get(name: str, **overrides: Any) -> Algo:
+    """Preset ``name`` as a checked :class:`Algo` with ``overrides`` applied."""
+    if name not in PRESETS:
+        raise AlgoError(f"unknown algorithm preset {name!r}; choose one of: {', '.join(ALGOS)}")
+    unknown = sorted(set(overrides) - set(FIELDS))
     if unknown:
         raise AlgoError(
-            f"unknown algorithm field(s) {', '.join(map(repr, unknown))}; valid fields: {', '.join(PRESETS['grpo'])}"
+            f"unknown field(s) {', '.join(map(repr, unknown))} for preset {name!r}; valid fields: {', '.join(FIELDS)}"
         )
-    _check_choice("advantage", cfg.get("advantage", "std"), ADVANTAGE_SCALES)
-    _check_choice("ratio", cfg.get("ratio", "token"), RATIO_LEVELS)
-    _check_choice("agg", cfg.get("agg", "token-mean"), AGGREGATIONS)
-    _check_choice("kl", _kl_kind(cfg.get("kl", "k3")), KL_KINDS)
-    _check_clip(cfg.get("eps_low", 0.2), cfg.get("eps_high", 0.2), cfg.get("clip_ratio_c"), cfg.get("ratio", "token"))
-    beta = cfg.get("beta", 0.0)
-    if not _is_real(beta) or beta < 0:
-        raise AlgoError(f"beta must be a number >= 0, got {beta!r}")
-    if not _is_real(cfg.get("entropy_coef", 0.0)):
-        raise AlgoError(f"entropy_coef must be a number, got {cfg.get('entropy_coef')!r}")
-    factor = cfg.get("overlong_factor", 1.0)
-    if not _is_real(factor) or factor < 0:
-        raise AlgoError(f"overlong_factor must be a number >= 0, got {factor!r}")
-    mb = cfg.get("mini_batches", 1)
-    if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
-        raise AlgoError(f"mini_batches must be an integer >= 1, got {mb!r}")
-    for name in _BOOL_FIELDS:
-        if name in cfg and not isinstance(cfg[name], bool):
-            raise AlgoError(f"{name} must be true or false, got {cfg[name]!r}")
+    return PRESETS[name].with_overrides(**overrides)
 
 
 def preset(name: str, **overrides: Any) -> dict[str, Any]:
-    """A fresh, validated copy of preset ``name`` with ``overrides`` applied.
+    """A fresh, validated plain-dict copy of preset ``name`` with ``overrides`` applied.
 
     >>> preset("dapo", eps_high=0.3)["eps_high"]
     0.3
@@ -195,24 +213,17 @@ def preset(name: str, **overrides: Any) -> dict[str, Any]:
     Raises :class:`AlgoError` (a ``RewardlabError`` and a ``ValueError``) for an unknown preset
     name, an unknown field, or a value that cannot work (e.g. ``clip_ratio_c <= 1``).
     """
-    if name not in PRESETS:
-        raise AlgoError(f"unknown algorithm preset {name!r}; choose one of: {', '.join(PRESETS)}")
-    cfg = dict(PRESETS[name])
-    unknown = sorted(set(overrides) - set(cfg))
-    if unknown:
-        raise AlgoError(
-            f"unknown field(s) {', '.join(map(repr, unknown))} for preset {name!r}; valid fields: {', '.join(cfg)}"
-        )
-    cfg.update(overrides)
-    if "kl" in overrides:
-        cfg["kl"] = _kl_kind(cfg["kl"])
-    validate_algo(cfg)
-    return cfg
+    return dict(get(name, **overrides))
 
 
 def loss_kwargs(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``policy_loss`` keyword arguments in an algorithm dict (``LOSS_FIELDS`` that are present)."""
+    """The ``policy_loss`` keyword arguments in an algorithm dict or :class:`Algo` (``LOSS_FIELDS`` present)."""
     return {k: cfg[k] for k in LOSS_FIELDS if k in cfg}
+
+
+def optimizer_steps_per_rollout(algo: Mapping[str, Any], epochs: int = 1) -> int:
+    """Optimizer steps one rollout batch gets: ``mini_batches x epochs`` (GSPO: 4 per epoch)."""
+    return int(algo["mini_batches"]) * epochs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -670,6 +681,13 @@ def _group_index(group_ids: Tensor | Sequence[Hashable], size: int, device: torc
 
 __all__ = [
     "AGGREGATIONS",
+    "ALGOS",
+    "Algo",
+    "DAPO",
+    "DR_GRPO",
+    "FIELDS",
+    "GRPO",
+    "GSPO",
     "KL_KINDS",
     "LOSS_FIELDS",
     "METRIC_REDUCE",
@@ -678,9 +696,11 @@ __all__ = [
     "aggregate",
     "combine_metrics",
     "dynamic_sampling_keep",
+    "get",
     "group_advantages",
     "kl_penalty",
     "loss_kwargs",
+    "optimizer_steps_per_rollout",
     "overlong_penalty",
     "policy_loss",
     "preset",
