@@ -201,3 +201,89 @@ def test_bare_returns_are_read_the_same_everywhere() -> None:
     assert adapted == [(1.0, "ok"), (None, "no_score"), (None, "error")]  # adapters report None
     combined = Combined({"t": trl_style_reward})
     assert [combined(x, "").info["component_info"]["t"]["status"] for x in items] == ["ok", "no_score", "error"]
+
+
+# ------------------------------------------------------------------ the execution protocol (rewards/base.py)
+SLOW_PRED, SLOW_GOLD = "\\boxed{\\sin^2 x + \\cos^2 x}", "1"  # undecided by math_reward.fast: sympy decides
+
+
+class IsolatedOk:
+    """An isolated component: it makes the Combined below run in threads of this process."""
+
+    isolated = True
+    name = "iso"
+
+    def __call__(self, completion, reference, **meta) -> RewardResult:
+        return RewardResult(1.0)
+
+
+class StagedReward:
+    """fast decides "fast:*" here; slow (in a worker) reports its pid; __call__ would raise if used."""
+
+    name = "staged"
+    timeout_score = -1.0
+
+    def fast(self, completion, reference, **meta):
+        return RewardResult(1.0, {"where": "fast"}) if completion.startswith("fast:") else None
+
+    def slow(self, completion, reference, **meta):
+        if completion == "hang":
+            time.sleep(30)
+        return RewardResult(0.5, {"where": "slow", "pid": os.getpid()})
+
+    def __call__(self, completion, reference, **meta):
+        raise AssertionError("the pool runs fast and slow, never the whole call of a staged reward")
+
+
+def test_the_pool_runs_fast_here_and_slow_in_a_worker() -> None:
+    from rewardlab.rewards.pool import score_one
+
+    get_pool().warmup(1)
+    out = score_batch(StagedReward(), ["fast:a", "b", "hang"], ["", "", ""], deadline=1.0, wall_cap=2.0)
+    assert [r.info.get("where") for r in out[:2]] == ["fast", "slow"]
+    assert out[1].info["pid"] != os.getpid() and out[1].score == 0.5
+    assert (out[2].score, out[2].info["status"], out[2].info["phase"]) == (-1.0, "timeout", "wall")
+    one = score_one(StagedReward(), "b", "", deadline=1.0)
+    assert one.info["where"] == "slow" and one.info["pid"] != os.getpid()
+    assert score_one(StagedReward(), "fast:x", "").info["where"] == "fast"
+    assert score_one(plain_float_reward, "x", "").score == 0.5  # plain functions: the whole call is the slow part
+
+
+def test_math_reward_computes_its_slow_part_without_dispatching() -> None:
+    from rewardlab.rewards import math_reward
+
+    calls = get_pool().stats["calls"]
+    r = math_reward.slow(SLOW_PRED, SLOW_GOLD)  # what a worker runs: here it runs inline, in this process
+    assert (r.score, r.info["rule"]) == (1.0, "math_verify")
+    assert get_pool().stats["calls"] == calls
+    assert math_reward(SLOW_PRED, SLOW_GOLD).info["cpu_s"] >= 0  # a direct call: the pool put slow in a worker
+    assert get_pool().stats["calls"] == calls + 1
+
+
+def test_the_batch_deadline_reaches_rewards_called_inside_the_batch() -> None:
+    """An isolated Combined runs in threads here and calls its math component directly: the batch's
+    deadline (the trainer's --reward-deadline) is that call's budget, not MathReward(timeout=...)."""
+    from rewardlab.rewards import MathReward
+    from rewardlab.rewards.combine import Combined
+
+    assert get_pool().warmup(1)
+    total = Combined({"math": MathReward(timeout=30.0), "iso": IsolatedOk()})
+    assert total.isolated
+    r = score_batch(total, [SLOW_PRED], [SLOW_GOLD], deadline=1e-4)[0]
+    math_info = r.info["component_info"]["math"]
+    assert (math_info["status"], math_info["deadline_s"], math_info["rule"]) == ("timeout", 1e-4, "deadline")
+    assert score_batch(total, [SLOW_PRED], [SLOW_GOLD], deadline=5.0)[0].info["components"]["math"] == 1.0
+    direct = MathReward(timeout=1e-4)(SLOW_PRED, SLOW_GOLD)  # outside a batch: the reward's own default
+    assert (direct.info["status"], direct.info["deadline_s"]) == ("timeout", 1e-4)
+
+
+def test_combined_reports_a_pool_timeout_in_its_components_shape() -> None:
+    from rewardlab.rewards import math_reward
+    from rewardlab.rewards.combine import Combined
+
+    get_pool().warmup(1)
+    total = Combined({"math": math_reward, "sleepy": sleepy_reward})  # sleepy has no fast: a worker runs it all
+    r = score_batch(total, ["30"], ["30"], deadline=1.0, wall_cap=1.0)[0]
+    assert r.info["components"] == {"math": 1.0, "sleepy": 0.0}  # math decided on its fast path, here
+    assert r.info["component_info"]["sleepy"]["status"] == "timeout"
+    assert r.info["status_counts"] == {"ok": 1, "timeout": 1} and r.score == 1.0
