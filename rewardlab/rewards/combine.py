@@ -96,9 +96,11 @@ class Combined:
         """Whether the pool should call this reward from threads of the calling process.
 
         True when some component isolates itself (the code reward runs its own sandbox) and every
-        other component is isolated too or has a ``fast`` path (rewardlab's format, length and
-        math rewards, which are cheap or enforce their own deadline). A combination with any other
-        user reward stays False and runs in the pool's worker processes under its deadline.
+        other component is isolated too or has a ``fast`` path (rewardlab's format and length
+        rewards, which are cheap, and the math reward, whose ``slow`` part the pool still runs in a
+        worker, under the batch's deadline, when the component is called from such a thread). A
+        combination with any other user reward stays False and runs in the pool's worker processes
+        under the batch's deadline.
         """
         comps = [self.component(k) for k in self.rewards]
         iso = [is_isolated(c) for c in comps]
