@@ -435,3 +435,240 @@ def test_policy_loss_shape_errors():
         algos.policy_loss(lp, lp, torch.zeros(3), torch.ones(2, 3))
     with pytest.raises(algos.AlgoError, match=r"\(B, T\)"):
         algos.policy_loss(torch.zeros(6), torch.zeros(6), torch.zeros(6), torch.ones(6))
+
+
+# ----------------------------------------------------------------------------------------------
+# boundaries, defaults and messages: each kills mutants that survived the tests above
+# (`bench/mutation.py algos` lists what still survives; the rest are equivalent mutants)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_validate_algo_defaults_are_valid():
+    algos.validate_algo({})  # every field may be left out; each default is a valid value
+    algos.validate_algo({"advantage": "none", "ratio": "sequence", "agg": "seq-mean-token-sum", "kl": "low_var_kl"})
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("beta", True, "beta must be a number >= 0, got True"),  # a bool is not a number here
+    ("beta", float("inf"), "beta must be a number >= 0, got inf"),
+    ("beta", "0.1", "beta must be a number >= 0, got '0.1'"),
+    ("entropy_coef", float("nan"), "entropy_coef must be a number, got nan"),
+    ("entropy_coef", "x", "entropy_coef must be a number, got 'x'"),
+    ("overlong_factor", -0.5, "overlong_factor must be a number >= 0, got -0.5"),
+    ("mini_batches", True, "mini_batches must be an integer >= 1, got True"),
+    ("mini_batches", 2.0, "mini_batches must be an integer >= 1, got 2.0"),
+    ("eps_low", 1.0, "eps_low must be in [0, 1), got 1.0"),
+    ("eps_low", -0.1, "eps_low must be in [0, 1), got -0.1"),
+    ("eps_high", float("nan"), "eps_high must be >= 0, got nan"),
+    ("clip_ratio_c", 1.0, "clip_ratio_c (dual clip) must be > 1 or None, got 1.0"),
+    ("agg", "mean", "unknown agg 'mean'; choose one of: token-mean, seq-mean-token-mean, seq-mean-token-sum, "
+                    "seq-mean-token-sum-norm, token-sum"),
+    ("kl", ["k3"], "unknown kl ['k3']; choose one of: k1, k2, k3, k1+, k3+"),  # not a string: no alias lookup
+    ("ratio", "seq", "unknown ratio 'seq'; choose one of: token, sequence"),
+    ("advantage", "z", "unknown advantage 'z'; choose one of: std, none"),
+    ("overlong", 1, "overlong must be true or false, got 1"),
+])
+def test_validate_algo_messages(field, value, message):
+    with pytest.raises(algos.AlgoError) as info:
+        algos.validate_algo({field: value})
+    assert str(info.value) == message
+
+
+def test_validate_algo_accepts_the_edges():
+    for cfg in ({"eps_low": 0.0}, {"eps_high": 0.0}, {"beta": 0}, {"overlong_factor": 0.0}, {"mini_batches": 1},
+                {"clip_ratio_c": 1.0001}, {"entropy_coef": -0.01}):
+        algos.validate_algo(cfg)
+
+
+def test_dual_clip_message_and_unknown_field_messages():
+    with pytest.raises(algos.AlgoError) as info:
+        algos.validate_algo({"ratio": "sequence", "clip_ratio_c": 3.0})
+    assert str(info.value) == "dual clip (clip_ratio_c) is not defined for the sequence ratio (GSPO); set it to None"
+    fields = ", ".join(algos.PRESETS["grpo"])
+    with pytest.raises(algos.AlgoError) as info:
+        algos.validate_algo({"lr": 1e-6, "epsilon": 0.1})
+    assert str(info.value) == f"unknown algorithm field(s) 'epsilon', 'lr'; valid fields: {fields}"
+    with pytest.raises(algos.AlgoError) as info:
+        algos.preset("dapo", lr=1e-6, foo=1)
+    assert str(info.value) == f"unknown field(s) 'foo', 'lr' for preset 'dapo'; valid fields: {fields}"
+
+
+def test_policy_loss_messages_name_the_argument():
+    lp = torch.zeros(2, 3)
+    cases = [
+        (dict(ratio="seq"), "unknown ratio 'seq'; choose one of: token, sequence"),
+        (dict(agg="mean"), "unknown agg 'mean'; choose one of: token-mean"),
+        (dict(kl="k9"), "unknown kl 'k9'; choose one of: k1"),
+        (dict(beta=0.1), "beta != 0 needs ref_logp (log-probs under the reference model)"),
+        (dict(entropy_coef=0.1), "entropy_coef != 0 needs the per-token entropy tensor"),
+        (dict(ref_logp=torch.zeros(2, 4)), "ref_logp must have logp's shape (2, 3), got (2, 4)"),
+        (dict(entropy=torch.zeros(1, 3)), "entropy must have logp's shape (2, 3), got (1, 3)"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(algos.AlgoError) as info:
+            algos.policy_loss(lp, lp, torch.zeros(2), torch.ones(2, 3), **kwargs)
+        assert str(info.value).startswith(message), (kwargs, str(info.value))
+    for old, mask, message in ((torch.zeros(2, 4), torch.ones(2, 3), "old_logp must have logp's shape (2, 3), got (2, 4)"),
+                               (lp, torch.ones(3, 3), "mask must have logp's shape (2, 3), got (3, 3)")):
+        with pytest.raises(algos.AlgoError) as info:
+            algos.policy_loss(lp, old, torch.zeros(2), mask)
+        assert str(info.value) == message
+
+
+def test_aggregate_and_kl_messages_and_max_len_edges():
+    values, mask = torch.ones(2, 3, dtype=F64), torch.ones(2, 3)
+    with pytest.raises(algos.AlgoError) as info:
+        algos.aggregate(values, mask, "mean")
+    assert str(info.value).startswith("unknown agg 'mean'; choose one of: token-mean, seq-mean-token-mean")
+    with pytest.raises(algos.AlgoError) as info:
+        algos.kl_penalty(values, values, "k9")
+    assert str(info.value) == "unknown kl 'k9'; choose one of: k1, k2, k3, k1+, k3+"
+    need = "agg 'seq-mean-token-sum-norm' needs max_len = the max new tokens (a constant > 0)"
+    for bad in (None, 0, -4, "16", float("inf")):
+        with pytest.raises(algos.AlgoError) as info:
+            algos.aggregate(values, mask, "seq-mean-token-sum-norm", max_len=bad)
+        assert str(info.value) == need, bad
+    assert float(algos.aggregate(values, mask, "seq-mean-token-sum-norm", max_len=1)) == 3.0  # 3 tokens / L=1
+    with pytest.raises(algos.AlgoError) as info:
+        algos.aggregate(values, mask, "token-mean", num_tokens=0)
+    assert str(info.value) == "num_tokens must be > 0 (the optimizer step's total), got 0"
+    with pytest.raises(algos.AlgoError) as info:
+        algos.aggregate(values, mask, "seq-mean-token-mean", num_seqs=-1)
+    assert str(info.value) == "num_seqs must be > 0 (the optimizer step's total), got -1"
+
+
+def test_denominators_of_one():
+    values = torch.tensor([[3.0, 5.0]], dtype=F64)
+    one_token = torch.tensor([[1, 0]])
+    assert float(algos.aggregate(values, one_token, "token-mean")) == 3.0  # N = 1, not clamped higher
+    assert float(algos.aggregate(values, one_token, "token-mean", num_tokens=1)) == 3.0
+    assert float(algos.aggregate(values, one_token, "seq-mean-token-sum", num_seqs=1)) == 3.0
+    assert float(algos.aggregate(values, torch.ones(1, 2), "token-mean", num_tokens=torch.tensor(4))) == 2.0
+
+
+def test_single_token_batch_metrics():
+    lp = torch.tensor([[0.5]], dtype=F64, requires_grad=True)
+    _, m = algos.policy_loss(lp, torch.zeros(1, 1, dtype=F64), torch.ones(1), torch.ones(1, 1))
+    assert float(m["ratio/min"]) == float(m["ratio/max"]) == pytest.approx(math.exp(0.5))
+    assert float(m["clip_frac_high"]) == 1.0 and float(m["tokens"]) == 1.0 and float(m["seqs"]) == 1.0
+
+
+def test_clip_fractions_count_strictly_outside_the_range():
+    # ratios exactly 0.5 and 2.0 (exp(log 0.5), exp(log 2) are exact) on the edges of [1 - 0.5, 1 + 1.0]
+    lp = torch.tensor([[math.log(0.5), math.log(2.0)]], dtype=F64)
+    old = torch.zeros(1, 2, dtype=F64)
+    adv = torch.tensor([[-1.0, 1.0]], dtype=F64)
+    _, m = algos.policy_loss(lp, old, adv, torch.ones(1, 2), eps_low=0.5, eps_high=1.0)
+    assert (float(m["clip_frac_low"]), float(m["clip_frac_high"]), float(m["clip_frac"])) == (0.0, 0.0, 0.0)
+
+
+def test_dual_clip_fraction_counts_only_tokens_above_the_cap():
+    c = math.e  # the ratio exp(1) equals the cap exactly: the loss is at the cap, not above it
+    lp = torch.tensor([[1.0, 1.5]], dtype=F64)
+    loss, m = algos.policy_loss(lp, torch.zeros(1, 2, dtype=F64), torch.tensor([-1.0]), torch.ones(1, 2),
+                                clip_ratio_c=c, eps_high=0.28, agg="token-sum")
+    assert float(m["dual_clip_frac"]) == 0.5  # only the second token (e^1.5 > e) is capped
+    assert float(loss) == pytest.approx(2 * math.e)
+
+
+def test_entropy_coefficient_of_one_is_applied():
+    batch = make_batch()
+    base, *_ = run(batch, agg="token-mean")
+    bonus, m, _, g_ent = run(batch, agg="token-mean", entropy_coef=1.0)
+    assert float(bonus.detach()) == pytest.approx(float(base.detach()) - float(m["entropy"]), rel=1e-12)
+    torch.testing.assert_close(g_ent, -batch["mask"] / batch["mask"].sum())
+
+
+def test_kl_default_is_k3_and_huge_x_has_a_finite_gradient():
+    lp = torch.tensor([[-1000.0, 1000.0, -0.3]], dtype=F64, requires_grad=True)
+    ref = torch.zeros(1, 3, dtype=F64)
+    k = algos.kl_penalty(lp, ref)
+    torch.testing.assert_close(k, algos.kl_penalty(lp, ref, "k3"))
+    assert k[0, :2].tolist() == [10.0, 10.0]
+    (g,) = torch.autograd.grad(k.sum(), lp)
+    assert torch.isfinite(g).all() and g[0, :2].tolist() == [0.0, 0.0]  # exp(1000) never reaches the graph
+
+
+def test_group_of_two_uses_the_unbiased_std():
+    adv = algos.group_advantages(torch.tensor([1.0, 0.0], dtype=F64), [0, 0], eps=0.0)
+    assert adv.tolist() == pytest.approx([math.sqrt(0.5), -math.sqrt(0.5)], rel=1e-12)  # std = sqrt(0.5 / 1)
+
+
+def test_python_float_rewards_keep_float64_precision():
+    # 1 and 1 + 1e-9 are equal in float32: a float32 copy would call this group all-equal
+    adv = algos.group_advantages([1.0, 1.0 + 1e-9], [0, 0])
+    assert adv.dtype == torch.float32 and adv[0] < 0 < adv[1]
+    assert algos.dynamic_sampling_keep([1.0, 1.0 + 1e-9], [0, 0]).tolist() == [True, True]
+
+
+def test_dtypes_of_vector_inputs():
+    assert algos.group_advantages(torch.tensor([1, 0, 1, 1]), [0, 0, 1, 1]).dtype == torch.float32  # int tensor
+    assert algos.group_advantages(torch.tensor([1.0, 0.0], dtype=torch.bfloat16), [0, 0]).dtype == torch.bfloat16
+    keep = algos.dynamic_sampling_keep(torch.tensor([1.0, 0.0, 1.0, 1.0], dtype=torch.float32), [0, 0, 1, 1])
+    assert keep.tolist() == [True, True, False, False]
+    assert algos.overlong_penalty([10, 20], 20, 8).dtype == torch.float32
+    assert algos.overlong_penalty(torch.tensor([10.0, 20.0], dtype=F64), 20, 8).dtype == F64
+    lp = torch.tensor([[-1.0, -2.0, -0.5]], dtype=torch.bfloat16)
+    old = torch.tensor([[-1.5, -2.5, -0.25]], dtype=torch.bfloat16)
+    s = algos.sequence_log_ratio(lp, old, torch.tensor([[1, 1, 0]]))
+    assert s.dtype == torch.float32 and s.tolist() == [0.5]
+
+
+def test_empty_inputs():
+    assert algos.group_advantages([], []).shape == (0,)
+    assert algos.group_advantages(torch.tensor([]), torch.tensor([], dtype=torch.long)).shape == (0,)
+    assert algos.dynamic_sampling_keep([], []).shape == (0,)
+
+
+def test_vector_shape_messages():
+    with pytest.raises(algos.AlgoError) as info:
+        algos.group_advantages(torch.zeros(2, 2), [0, 1])
+    assert str(info.value) == "rewards must be one value per response (B,), got shape (2, 2)"
+    with pytest.raises(algos.AlgoError) as info:
+        algos.dynamic_sampling_keep(torch.zeros(2, 2), [0, 1])
+    assert str(info.value) == "scores must be one value per response (B,), got shape (2, 2)"
+    with pytest.raises(algos.AlgoError) as info:
+        algos.overlong_penalty(torch.zeros(2, 2), 20, 8)
+    assert str(info.value) == "lengths must be one value per response (B,), got shape (2, 2)"
+    with pytest.raises(algos.AlgoError) as info:
+        algos.group_advantages([1.0, 2.0], torch.zeros(2, 1, dtype=torch.long))
+    assert str(info.value) == "group_ids must be (B,), got shape (2, 1)"
+    with pytest.raises(algos.AlgoError) as info:
+        algos.group_advantages([1.0, float("inf")], [0, 0])
+    assert str(info.value) == "rewards must be finite numbers (map ungradable None scores to a value first)"
+    with pytest.raises(algos.AlgoError) as info:
+        algos.group_advantages([1.0], [0], scale="mean")
+    assert str(info.value) == "unknown scale 'mean'; choose one of: std, none"
+
+
+def test_overlong_penalty_of_integer_lengths_is_computed_in_float64():
+    pen = algos.overlong_penalty(torch.arange(6), 1, 1, factor=0.3)  # (B,) int64 lengths
+    expected = torch.tensor([min(-n * 0.3, 0.0) for n in range(6)], dtype=F64).to(torch.float32)
+    assert pen.dtype == torch.float32 and torch.equal(pen, expected)  # rounded once, not computed in float32
+
+
+def test_overlong_penalty_edges():
+    assert algos.overlong_penalty([0, 19, 20, 21], 20, 1).tolist() == [0.0, 0.0, -1.0, -2.0]  # cache_len 1
+    assert algos.overlong_penalty([0, 10, 20], 20, 20).tolist() == pytest.approx([0.0, -0.5, -1.0])  # cache = max
+    assert algos.overlong_penalty([12, 20], 20, 8, factor=0.0).tolist() == [0.0, 0.0]
+    with pytest.raises(algos.AlgoError) as info:
+        algos.overlong_penalty([1], 20, 0)
+    assert str(info.value) == "overlong shaping needs integers 0 < cache_len <= max_len, got cache_len=0, max_len=20"
+
+
+def test_combine_metrics_weights_defaults_and_extra_keys():
+    parts = [
+        {"loss": 1.0, "clip_frac": 0.5, "ratio/min": 0.5, "ratio/max": 2.0, "tokens": 1.0, "foo": 1.0},
+        {"loss": 2.0, "clip_frac": 1.0, "ratio/min": 0.9, "ratio/max": 1.1, "tokens": 3.0, "foo": 3.0},
+        {"loss": 0.0, "clip_frac": 0.0, "ratio/min": 1.0, "ratio/max": 1.0, "tokens": 0.0},  # an empty micro-batch
+    ]
+    out = algos.combine_metrics(parts)
+    assert out == {"loss": 3.0, "clip_frac": pytest.approx((0.5 * 1 + 1.0 * 3) / 4), "ratio/min": 0.5,
+                   "ratio/max": 2.0, "tokens": 4.0, "foo": 2.0}
+    # a token metric weighted by a single token, and micro-batches without "tokens" weigh nothing
+    assert algos.combine_metrics([{"entropy": 0.7, "tokens": 1.0}, {"entropy": 0.1}]) == {"entropy": 0.7, "tokens": 1.0}
+    assert algos.combine_metrics([{"entropy": 0.7, "tokens": 0.0}]) == {"entropy": 0.0, "tokens": 0.0}
+    assert algos.combine_metrics([{"ratio/min": 0.3}, {"ratio/min": 0.8, "tokens": 2.0}])["ratio/min"] == 0.8
+    # without any "tokens" key the result still reports 0 tokens; no parts, no keys
+    assert algos.combine_metrics([{"loss": 1.0}, {"loss": 2.0}]) == {"loss": 3.0, "tokens": 0.0}
+    assert algos.combine_metrics([]) == {}
