@@ -22,7 +22,6 @@ Prints wall time, items/s, accuracy against the known labels, and rewardlab/peer
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import platform
@@ -49,10 +48,13 @@ def bench_humaneval(data: Path, workers: int) -> dict:
     from rewardlab.rewards import get_reward
     from rewardlab.rewards.pool import score_batch
 
-    with gzip.open(data / "humaneval" / "HumanEval.jsonl.gz", "rt") as f:
-        problems = [json.loads(line) for line in f]
-    completions = [p["canonical_solution"] for p in problems]
-    refs = [{"tests": p["test"], "entry_point": p["entry_point"], "prompt": p["prompt"]} for p in problems]
+    from rewardlab.tasks import load_task
+
+    rows = load_task("humaneval", "test", data_dir=data)  # the rows train and eval read
+    completions = [r.meta["canonical_solution"] for r in rows]
+    refs = [r.reference for r in rows]
+    problems = [{"task_id": r.id, "prompt": ref["prompt"], "test": ref["tests"], "entry_point": ref["entry_point"]}
+                for r, ref in zip(rows, refs)]
 
     code = get_reward("code")
     t = time.perf_counter()
@@ -77,24 +79,23 @@ def bench_humaneval(data: Path, workers: int) -> dict:
 
 
 def _gsm8k_answers(data: Path, limit: int) -> list[tuple[str, str, bool]]:
+    from rewardlab.tasks import load_task
+
     rows = []
-    with open(data / "gsm8k" / "test.jsonl") as f:
-        for i, line in enumerate(f):
-            if i >= limit:
-                break
-            gold = json.loads(line)["answer"].rsplit("####", 1)[1].strip().replace(",", "")
-            right = i % 2 == 0
-            value = int(gold) if right else int(gold) + 1
-            style = (i // 2) % 4  # four renderings of the same number, each right and wrong
-            if style == 0:
-                answer = f"$\\boxed{{{value}}}$"
-            elif style == 1:
-                answer = f"$\\boxed{{{value:,}}}$"  # thousands separator
-            elif style == 2:
-                answer = f"$\\boxed{{{value}.00}}$"  # decimal form
-            else:
-                answer = f"\\boxed{{\\${value}}}"  # dollar sign inside the box
-            rows.append((f"Step by step: 48 / 2 = 24 and 24 + 3 = 27 ... so the final answer is {answer}.", gold, right))
+    for i, row in enumerate(load_task("gsm8k", "test", data_dir=data, limit=limit)):
+        gold = row.reference
+        right = i % 2 == 0
+        value = int(gold) if right else int(gold) + 1
+        style = (i // 2) % 4  # four renderings of the same number, each right and wrong
+        if style == 0:
+            answer = f"$\\boxed{{{value}}}$"
+        elif style == 1:
+            answer = f"$\\boxed{{{value:,}}}$"  # thousands separator
+        elif style == 2:
+            answer = f"$\\boxed{{{value}.00}}$"  # decimal form
+        else:
+            answer = f"\\boxed{{\\${value}}}"  # dollar sign inside the box
+        rows.append((f"Step by step: 48 / 2 = 24 and 24 + 3 = 27 ... so the final answer is {answer}.", gold, right))
     return rows
 
 

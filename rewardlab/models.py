@@ -28,9 +28,11 @@ the converted cache.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -40,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.errors import RewardlabError
-from rewardlab.tasks import file_sha256
 
 DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 """The embedded default model's Hub id."""
@@ -124,6 +125,15 @@ def find_wheel_gguf() -> Path | None:
             path = Path(dist.locate_file(f))
             return path if path.is_file() else None
     return None
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks (recorded with every number a file produces)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------- dtype / device
@@ -361,15 +371,90 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, dtype: Any = "a
     return model, tokenizer
 
 
+# ----------------------------------------------------------------------------- checks before a load
+
+_DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
+
+
+def resolve_device(device: str) -> str:
+    """The device a run will use (``auto`` -> ``cuda`` when available, else ``cpu``), checked now.
+
+    ``--device cuda`` on a machine without a usable GPU, ``cuda:3`` with two GPUs or a misspelt
+    device type is a one-line :class:`RewardlabError`, raised before any model is loaded.
+    """
+    import torch  # lazy: the checks run before anything else needs torch (a typo must fail fast)
+
+    spec = str(device).strip().lower()
+    if spec == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not _DEVICE_RE.match(spec):
+        raise RewardlabError(f"--device {device!r}: expected cpu, cuda, cuda:N or auto")
+    try:
+        dev = torch.device(spec)
+    except (RuntimeError, ValueError):
+        raise RewardlabError(f"--device {device!r}: not a device torch knows; use cpu, cuda, cuda:N or auto") from None
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = ("this torch build has no CUDA support" if torch.version.cuda is None
+                   else "no CUDA GPU is visible" + (f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r})"
+                                                     if "CUDA_VISIBLE_DEVICES" in os.environ else ""))
+            raise RewardlabError(f"--device {device}: CUDA is not available here ({why}); use --device cpu or auto")
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise RewardlabError(f"--device {device}: this machine has {count} CUDA device(s), numbered 0..{count - 1}")
+        return spec
+    backend = getattr(torch.backends, dev.type, None) if dev.type == "mps" else getattr(torch, dev.type, None)
+    available = getattr(backend, "is_available", None)
+    if callable(available) and not available():
+        raise RewardlabError(f"--device {device}: {dev.type} is not available here; use --device cpu or auto")
+    return spec
+
+
+def check_model(model: str | None) -> None:
+    """Fail now, with one line, on a model reference that cannot load: a missing local path or a
+    folder that is no ``save_pretrained`` model. Hub ids and the default model pass (loading decides)."""
+    if model is None or str(model) == "default":
+        return
+    name = str(model)
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise RewardlabError(f"{name} is not a model folder (expected a save_pretrained folder with config.json)")
+    elif _looks_like_path(name):
+        raise RewardlabError(f"model path {name} does not exist")
+
+
+def resolve_model_path(model: str) -> str:
+    """A run directory resolves to its latest checkpoint; anything else is returned unchanged."""
+    p = Path(model).expanduser()
+    if p.is_dir() and not (p / "config.json").is_file():
+        ckpts = sorted(c for c in (p / "checkpoints").glob("step-*") if (c / "config.json").is_file()) if (p / "checkpoints").is_dir() else []
+        if ckpts:
+            return str(ckpts[-1])
+        raise RewardlabError(
+            f"{model} is not a model (no config.json) nor a run directory with checkpoints/step-*/; "
+            "pass a save_pretrained folder such as runs/x/checkpoints/step-000200 or a hub id"
+        )
+    if p.is_file():
+        raise RewardlabError(f"{model} is a file, not a model folder (expected a save_pretrained folder with config.json)")
+    return model
+
+
 __all__ = [
     "DEFAULT_MODEL",
     "INSTALL_HINT",
     "cache_dir",
+    "check_model",
     "convert_wheel_gguf",
     "default_cache_path",
+    "file_sha256",
     "find_wheel_gguf",
     "hub_reachable",
     "load_model",
     "prepare_tokenizer",
+    "resolve_device",
     "resolve_dtype",
+    "resolve_model_path",
 ]

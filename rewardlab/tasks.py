@@ -2,7 +2,7 @@
 
     from rewardlab.tasks import load_task
     rows = load_task("arith", "train", limit=256)        # built-in, offline, deterministic from seed
-    rows = load_task("gsm8k", "test", limit=50)          # hub when reachable, else REWARDLAB_DATA_DIR
+    rows = load_task("gsm8k", "test", limit=50)          # REWARDLAB_DATA_DIR file, else the Hub
     rows[0].prompt        # [{"role": "user", "content": "..."}]  (chat messages)
     rows[0].reference     # "18"       -> rewardlab.rewards.math_reward(completion, reference)
     rows[0].meta          # {"reward": "math", "solution": "...", ...}
@@ -24,10 +24,19 @@ name           splits           source and reference
                                 (or ``reference``); optional ``id``, ``reward`` (default math)
 =============  ===============  =============================================================
 
-Data comes from the Hugging Face Hub when it is reachable, otherwise from a local folder laid out
-like ``../shared/data`` (see its README), named by the environment variable ``REWARDLAB_DATA_DIR``
-or the ``data_dir=`` argument. ``limit`` keeps the first N rows in file order (a fixed, documented
+Where data comes from, one rule for training and eval (:func:`read_source`): a local data folder,
+laid out like ``../shared/data`` (see its README) and named by the ``data_dir=`` argument (``--data-dir``)
+or else the environment variable ``REWARDLAB_DATA_DIR``, is used for every file it holds, and the
+file's sha256 is recorded; a file it lacks comes from the Hugging Face Hub when the Hub is reachable
+(``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1`` turn it off); otherwise a one-line error names the
+file and ``REWARDLAB_DATA_DIR``. Local first, so a number is tied to a file and an offline machine
+never waits on a network. ``limit`` keeps the first N rows in file order (a fixed, documented
 selection); ``seed`` only changes the generated ``arith`` rows.
+
+Each task declares its data once (:data:`SOURCES`: local file and Hub twin) and its prompt once
+(:data:`PROMPTS`, a ``str.format`` template over the record's fields); the eval specs in ``evals/``
+read their rows, gold answers and prompts from here (``data: {task: ...}``) and keep only what is
+eval-specific (sampling, metrics, grader, expected size).
 
 The ``arith`` task is the default for ``rewardlab train``: short prompts, a one-number answer and
 difficulty chosen by measurement. The embedded SmolLM2-135M-Instruct starts at a mean math reward
@@ -42,12 +51,14 @@ import hashlib
 import json
 import os
 import random
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from rewardlab import models
 from rewardlab.errors import RewardlabError
+from rewardlab.models import file_sha256
+from rewardlab.rewards.math import find_boxes
 
 TASKS = ("arith", "gsm8k", "math", "math500", "humaneval")
 """Built-in task names (a path to a ``.jsonl`` file is also accepted)."""
@@ -57,6 +68,50 @@ BOXED_INSTRUCTION = "Please reason step by step, and put your final answer withi
 
 ARITH_TRAIN_SIZE = 4096
 ARITH_TEST_SIZE = 512
+
+HUMANEVAL_INSTRUCTION = "Complete the following Python function. Reply with the complete function in one ```python code block."
+ARITH_INSTRUCTION = "Answer with just the number."
+
+
+def _fmt_escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+PROMPTS: dict[str, str] = {
+    "gsm8k": "{question}\n" + _fmt_escape(BOXED_INSTRUCTION),
+    "math": "{problem}\n" + _fmt_escape(BOXED_INSTRUCTION),
+    "math500": "{problem}\n" + _fmt_escape(BOXED_INSTRUCTION),
+    "humaneval": _fmt_escape(HUMANEVAL_INSTRUCTION) + "\n```python\n{prompt}```",
+    "arith": "{question} " + ARITH_INSTRUCTION,
+}
+"""The user message of each built-in task: a ``str.format`` template over the record's fields
+(``question`` / ``problem`` stripped of surrounding whitespace). Training and eval both use it; the eval
+records its sha256 as ``prompt_template_sha256``."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a dataset task's records live: a file under the data folder and its Hub twin."""
+
+    local: str
+    """Path relative to the data folder (``.jsonl`` or ``.jsonl.gz``)."""
+    hub: dict
+    """``datasets.load_dataset(path, name, split=split)`` arguments: ``{"path", "name"?, "split"}``."""
+
+
+SOURCES: dict[str, Any] = {
+    "gsm8k": lambda split: Source(f"gsm8k/{split}.jsonl", {"path": "openai/gsm8k", "name": "main", "split": split}),
+    "math": lambda split: Source("math/math_test_5000.jsonl", {"path": "DigitalLearningGmbH/MATH-lighteval", "split": "test"}),
+    "math500": lambda split: Source("math/math500_test.jsonl", {"path": "HuggingFaceH4/MATH-500", "split": "test"}),
+    "humaneval": lambda split: Source("humaneval/HumanEval.jsonl.gz", {"path": "openai/openai_humaneval", "split": "test"}),
+}
+"""Each dataset task's :class:`Source` for a split (``math`` train and test both read the MATH test file)."""
+
+
+def task_source(name: str, split: str = "test") -> Source | None:
+    """The declared data source of a built-in dataset task (None for ``arith`` and files)."""
+    make = SOURCES.get(str(name).strip())
+    return make(split) if make else None
 
 
 @dataclass
@@ -73,8 +128,10 @@ class Row:
     """Extra fields; ``meta["reward"]`` names the default reward ("math" or "code")."""
 
 
-def data_dir() -> Path | None:
-    """The local data folder from ``REWARDLAB_DATA_DIR``, or None when it is not set."""
+def data_dir(explicit: str | os.PathLike | None = None) -> Path | None:
+    """The local data folder: ``explicit`` when given, else ``REWARDLAB_DATA_DIR``, else None."""
+    if explicit is not None:
+        return Path(explicit).expanduser()
     env = os.environ.get("REWARDLAB_DATA_DIR")
     return Path(env).expanduser() if env else None
 
@@ -89,21 +146,21 @@ def _user(content: str) -> list[dict]:
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces matched and stripped, else None.
 
-    Shared by the tasks (training gold answers) and ``rewardlab.evaluate`` (eval gold answers).
+    The gold-answer reader of MATH solutions. It scans with the math reward's
+    :func:`~rewardlab.rewards.math.find_boxes` (the one ``\\boxed`` scanner) and is stricter in one
+    way: a gold answer must be brace-balanced, so an unclosed last box gives None (the reward, reading
+    a completion, takes the rest of the line instead).
     """
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
-    if not starts:
+    boxes = find_boxes(text)
+    if not boxes:
         return None
-    i = starts[-1]
-    depth = 1
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j].strip()
-    return None
+    _, end, content = boxes[-1]
+    opened = end - len(content) - 2  # where "{" sits when the box is braced and closed
+    if opened >= 0 and text[opened] == "{" and text[end - 1] == "}":
+        return content.strip()
+    if text[end - len(content) - 1] == "{":  # unbalanced: find_boxes took the rest of the line
+        return None
+    return content.strip()  # \\boxed 5
 
 
 def gsm8k_gold(answer: str) -> str | None:
@@ -116,15 +173,19 @@ def gsm8k_gold(answer: str) -> str | None:
 # ----------------------------------------------------------------------------- file helpers
 
 
-def read_jsonl(path: Path) -> list[dict]:
+def read_jsonl(path: Path, *, torn_tail: bool = False) -> list[dict]:
     """Records of a ``.jsonl`` or ``.jsonl.gz`` file, blank lines skipped; a bad line is a one-line error.
 
-    The one reader of data files, used by the tasks and by ``rewardlab.evaluate``.
+    The one JSONL reader: data files (tasks, eval specs) and the eval's samples files. With
+    ``torn_tail=True`` a last line without its newline (a writer killed mid-line) is dropped instead
+    of parsed. Lines split on ``\\n`` only (U+2028 inside a JSON string is not a line break).
     """
     opener = gzip.open if path.suffix == ".gz" else open
     rows = []
-    with opener(path, "rt", encoding="utf-8") as f:
+    with opener(path, "rt", encoding="utf-8", newline="\n") as f:
         for lineno, line in enumerate(f, 1):
+            if torn_tail and not line.endswith("\n"):
+                break
             if not line.strip():
                 continue
             try:
@@ -134,62 +195,57 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB chunks (recorded with every number a data file produces)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _need(rec: dict, fields: tuple[str, ...], where: str) -> None:
     missing = [f for f in fields if f not in rec or rec[f] is None]
     if missing:
         raise RewardlabError(f"{where}: missing field(s) {', '.join(missing)} (each row needs {', '.join(fields)})")
 
 
-def _local_file(task: str, split: str, rel: str, root: Path | None) -> Path:
-    root = root if root is not None else data_dir()
-    if root is None:
-        raise RewardlabError(
-            f"{task} {split}: the Hugging Face Hub is unreachable and no local data folder is set; "
-            f"set REWARDLAB_DATA_DIR to a folder holding {rel} (layout of ../shared/data)"
-        )
-    path = root / rel
-    if not path.is_file():
-        raise RewardlabError(
-            f"{task} {split}: {path} does not exist; set REWARDLAB_DATA_DIR to a folder holding {rel}"
-        )
-    return path
-
-
-def _hub(loader: Callable[[], list[dict]]) -> list[dict] | None:
-    """Records from the Hub, or None when it is unreachable or the download fails (then local files are used)."""
-    from rewardlab.models import hub_reachable
-
-    if os.environ.get("HF_DATASETS_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"} or not hub_reachable():
-        return None
-    try:
-        return loader()
-    except Exception:  # noqa: BLE001 - any hub/datasets failure falls back to the local copy
-        return None
+def _hub_online() -> bool:
+    if os.environ.get("HF_DATASETS_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return False
+    return models.hub_reachable()
 
 
 def _load_dataset(path: str, name: str | None, split: str) -> list[dict]:
-    import datasets
+    import datasets  # lazy: loading `datasets` takes seconds and most runs read local files
 
     return [dict(r) for r in datasets.load_dataset(path, name, split=split)]
 
 
-def _records(task: str, split: str, rel: str, root: Path | None, hub: Callable[[], list[dict]] | None):
-    """(records, source) from the Hub when possible, else the local file ``rel``."""
-    if hub is not None and root is None:
-        recs = _hub(hub)
-        if recs is not None:
-            return recs, "hub"
-    path = _local_file(task, split, rel, root)
-    return read_jsonl(path), str(path)
+def read_source(what: str, local: str | None, hub: dict | None, folder: str | os.PathLike | None = None) -> tuple[list[dict], dict]:
+    """Records of one data source and a description of where they came from: THE data rule.
+
+    The local file ``local`` under the data folder (:func:`data_dir`) when it is there
+    (``{"source": "local", "path", "sha256"}``), else the Hub dataset ``hub`` when the Hub is
+    reachable (``{"source": "hub", "path", "name", "split"}``), else a one-line error naming the file
+    and ``REWARDLAB_DATA_DIR``.
+    """
+    root = data_dir(folder)
+    if local and root is not None and (root / local).is_file():
+        path = root / local
+        return read_jsonl(path), {"source": "local", "path": str(path.resolve()), "sha256": file_sha256(path)}
+    why = "the Hugging Face Hub is not reachable"
+    if hub and _hub_online():
+        try:
+            recs = _load_dataset(hub["path"], hub.get("name"), hub.get("split", "test"))
+            return recs, {"source": "hub", **hub}
+        except Exception as e:  # noqa: BLE001 - any hub/datasets failure becomes the one-line error below
+            why = f"loading {hub['path']} from the Hub failed ({(str(e).splitlines() or [type(e).__name__])[0]})"
+    elif not hub:
+        why = "it has no Hub source"
+    where = f"{root / local}" if (root is not None and local) else f"{local} (no local data folder is set)"
+    raise RewardlabError(
+        f"{what}: data not found: {where}, and {why}; "
+        f"set REWARDLAB_DATA_DIR to a folder holding {local} (layout of ../shared/data)"
+    )
+
+
+def _records(task: str, split: str, root: Path | None) -> tuple[list[dict], dict, str]:
+    """(records, source, where) of a dataset task's split; ``where`` names rows in errors and meta."""
+    src = SOURCES[task](split)
+    recs, source = read_source(f"{task} {split}", src.local, src.hub, root)
+    return recs, source, "hub" if source["source"] == "hub" else source["path"]
 
 
 def _check_split(task: str, split: str, allowed: tuple[str, ...]) -> None:
@@ -200,43 +256,41 @@ def _check_split(task: str, split: str, allowed: tuple[str, ...]) -> None:
 # ----------------------------------------------------------------------------- tasks
 
 
-def _gsm8k(split: str, root: Path | None) -> list[Row]:
+def _prompt(task: str, **fields: Any) -> list[dict]:
+    return _user(PROMPTS[task].format(**fields))
+
+
+def _gsm8k(split: str, root: Path | None) -> tuple[list[Row], dict]:
     _check_split("gsm8k", split, ("train", "test"))
-    recs, source = _records("gsm8k", split, f"gsm8k/{split}.jsonl", root, lambda: _load_dataset("openai/gsm8k", "main", split))
+    recs, source, where0 = _records("gsm8k", split, root)
     rows = []
     for i, rec in enumerate(recs):
-        where = f"{source} row {i}"
+        where = f"{where0} row {i}"
         _need(rec, ("question", "answer"), where)
         gold = gsm8k_gold(rec["answer"])
         if gold is None:
             raise RewardlabError(f"{where}: answer has no '#### N' gold line")
         rows.append(Row(
             id=f"gsm8k/{split}/{i}",
-            prompt=_user(f"{rec['question'].strip()}\n{BOXED_INSTRUCTION}"),
+            prompt=_prompt("gsm8k", question=rec["question"].strip()),
             reference=gold,
-            meta={"reward": "math", "task": "gsm8k", "question": rec["question"], "solution": rec["answer"], "source": source},
+            meta={"reward": "math", "task": "gsm8k", "question": rec["question"], "solution": rec["answer"], "source": where0},
         ))
-    return rows
+    return rows, source
 
 
-def _math500_records(root: Path | None):
-    return _records("math500", "test", "math/math500_test.jsonl", root,
-                    lambda: _load_dataset("HuggingFaceH4/MATH-500", None, "test"))
-
-
-def _math(split: str, root: Path | None) -> list[Row]:
+def _math(split: str, root: Path | None) -> tuple[list[Row], dict]:
     _check_split("math", split, ("train", "test"))
-    recs, source = _records("math", split, "math/math_test_5000.jsonl", root,
-                            lambda: _load_dataset("DigitalLearningGmbH/MATH-lighteval", None, "test"))
+    recs, source, where0 = _records("math", split, root)
     exclude: set[str] = set()
     if split == "train":  # the 4500-problem pool disjoint from MATH-500 (prm800k's construction)
-        m500, m500_source = _math500_records(root)
+        m500, _, m500_where = _records("math500", "test", root)
         for i, rec in enumerate(m500):
-            _need(rec, ("problem",), f"{m500_source} row {i}")
+            _need(rec, ("problem",), f"{m500_where} row {i}")
             exclude.add(rec["problem"].strip())
     rows = []
     for i, rec in enumerate(recs):
-        where = f"{source} row {i}"
+        where = f"{where0} row {i}"
         _need(rec, ("problem", "solution"), where)
         if rec["problem"].strip() in exclude:
             continue
@@ -245,53 +299,47 @@ def _math(split: str, root: Path | None) -> list[Row]:
             raise RewardlabError(f"{where}: solution has no \\boxed{{}} answer")
         idx = rec.get("idx", i)
         rows.append(Row(
-            id=f"math/{idx}",
-            prompt=_user(f"{rec['problem'].strip()}\n{BOXED_INSTRUCTION}"),
+            id=f"math/test/{idx}",  # position in the MATH test file, whichever split the row is in
+            prompt=_prompt("math", problem=rec["problem"].strip()),
             reference=gold,
             meta={"reward": "math", "task": "math", "problem": rec["problem"], "solution": rec["solution"],
-                  "level": rec.get("level"), "subject": rec.get("type"), "source": source},
+                  "level": rec.get("level"), "subject": rec.get("type"), "source": where0},
         ))
-    return rows
+    return rows, source
 
 
-def _math500(split: str, root: Path | None) -> list[Row]:
+def _math500(split: str, root: Path | None) -> tuple[list[Row], dict]:
     _check_split("math500", split, ("test",))
-    recs, source = _math500_records(root)
+    recs, source, where0 = _records("math500", split, root)
     rows = []
     for i, rec in enumerate(recs):
-        where = f"{source} row {i}"
+        where = f"{where0} row {i}"
         _need(rec, ("problem", "answer"), where)
         rows.append(Row(
             id=rec.get("unique_id") or f"math500/{i}",
-            prompt=_user(f"{rec['problem'].strip()}\n{BOXED_INSTRUCTION}"),
+            prompt=_prompt("math500", problem=rec["problem"].strip()),
             reference=str(rec["answer"]),
             meta={"reward": "math", "task": "math500", "problem": rec["problem"], "solution": rec.get("solution"),
-                  "level": rec.get("level"), "subject": rec.get("subject"), "source": source},
+                  "level": rec.get("level"), "subject": rec.get("subject"), "source": where0},
         ))
-    return rows
+    return rows, source
 
 
-HUMANEVAL_INSTRUCTION = (
-    "Complete the following Python function. Reply with the whole function in one ```python code block.\n\n"
-)
-
-
-def _humaneval(split: str, root: Path | None) -> list[Row]:
+def _humaneval(split: str, root: Path | None) -> tuple[list[Row], dict]:
     _check_split("humaneval", split, ("test",))
-    recs, source = _records("humaneval", split, "humaneval/HumanEval.jsonl.gz", root,
-                            lambda: _load_dataset("openai/openai_humaneval", None, "test"))
+    recs, source, where0 = _records("humaneval", split, root)
     rows = []
     for i, rec in enumerate(recs):
-        where = f"{source} row {i}"
+        where = f"{where0} row {i}"
         _need(rec, ("task_id", "prompt", "test", "entry_point"), where)
         rows.append(Row(
             id=rec["task_id"],
-            prompt=_user(f"{HUMANEVAL_INSTRUCTION}```python\n{rec['prompt']}```"),
+            prompt=_prompt("humaneval", prompt=rec["prompt"]),
             reference={"tests": rec["test"], "entry_point": rec["entry_point"], "prompt": rec["prompt"]},
             meta={"reward": "code", "task": "humaneval", "code_prompt": rec["prompt"],
-                  "canonical_solution": rec.get("canonical_solution"), "source": source},
+                  "canonical_solution": rec.get("canonical_solution"), "source": where0},
         ))
-    return rows
+    return rows, source
 
 
 def _jsonl_file(path: Path) -> list[Row]:
@@ -330,7 +378,6 @@ _ARITH_LEVELS = {
 }
 ARITH_LEVEL = 1
 """Default difficulty of ``arith`` (``arith:1`` .. ``arith:3`` pick one explicitly)."""
-ARITH_INSTRUCTION = "Answer with just the number."
 
 
 def arith_rows(split: str = "train", *, n: int | None = None, seed: int = 0, level: int = ARITH_LEVEL) -> list[Row]:
@@ -356,7 +403,7 @@ def arith_rows(split: str = "train", *, n: int | None = None, seed: int = 0, lev
         answer = a - b if subtract else a + b
         rows.append(Row(
             id=f"arith/{split}/{level}/{seed}/{i}",
-            prompt=_user(f"{question} {ARITH_INSTRUCTION}"),
+            prompt=_prompt("arith", question=question),
             reference=str(answer),
             meta={"reward": "math", "task": "arith", "level": level, "a": a, "b": b,
                   "op": "-" if subtract else "+", "question": question},
@@ -365,6 +412,57 @@ def arith_rows(split: str = "train", *, n: int | None = None, seed: int = 0, lev
 
 
 # ----------------------------------------------------------------------------- entry point
+
+
+def _rows_sha256(rows: list[Row]) -> str:
+    blob = json.dumps([[r.id, r.prompt, r.reference, r.meta] for r in rows], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_task_with_source(
+    name: str,
+    split: str = "train",
+    *,
+    data_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+) -> tuple[list[Row], dict]:
+    """:func:`load_task`'s rows and where they came from (what the eval records in ``results.json``).
+
+    The source is :func:`read_source`'s (``{"source": "local", "path", "sha256"}`` or ``{"source":
+    "hub", ...}``) for a dataset task, ``{"source": "task", "task", "split", "seed", "sha256"}`` for
+    the generated ``arith`` rows (sha256 of their canonical JSON), or the local file of a ``.jsonl``
+    task. ``source["records"]`` counts the rows before ``limit``.
+    """
+    if limit is not None and limit < 0:
+        raise RewardlabError(f"limit must be >= 0, got {limit}")
+    root = Path(data_dir).expanduser() if data_dir is not None else None
+    if root is not None and not root.is_dir():
+        raise RewardlabError(f"data directory {root} does not exist")
+    key = str(name).strip()
+    if key == "arith" or key.startswith("arith:"):
+        level = ARITH_LEVEL
+        if ":" in key:
+            try:
+                level = int(key.split(":", 1)[1])
+            except ValueError:
+                raise RewardlabError(f"bad task {name!r}: use arith or arith:LEVEL with LEVEL in {sorted(_ARITH_LEVELS)}") from None
+        rows = arith_rows(split, n=limit, seed=seed, level=level)
+        return rows, {"source": "task", "task": key, "split": split, "seed": seed, "records": len(rows),
+                      "sha256": _rows_sha256(rows)}
+    loaders = {"gsm8k": _gsm8k, "math": _math, "math500": _math500, "humaneval": _humaneval}
+    if key in loaders:
+        rows, source = loaders[key](split, root)
+    elif key.endswith((".jsonl", ".jsonl.gz")):
+        path = Path(key).expanduser()
+        if not path.is_file():
+            raise RewardlabError(f"task file {path} does not exist")
+        rows = _jsonl_file(path)
+        source = {"source": "local", "path": str(path.resolve()), "sha256": file_sha256(path)}
+    else:
+        raise RewardlabError(f"unknown task {name!r}: choose one of {', '.join(TASKS)}, or a .jsonl file")
+    source["records"] = len(rows)
+    return (rows if limit is None else rows[:limit]), source
 
 
 def load_task(
@@ -381,45 +479,26 @@ def load_task(
         name: ``arith`` (or ``arith:LEVEL``), ``gsm8k``, ``math``, ``math500``, ``humaneval``, or a
             path to a ``.jsonl`` file of your own rows.
         split: ``train`` or ``test`` (``math500`` and ``humaneval`` only have ``test``).
-        data_dir: local data folder; overrides ``REWARDLAB_DATA_DIR`` and skips the Hub.
+        data_dir: local data folder (else ``REWARDLAB_DATA_DIR``); a file it holds is used, one it
+            lacks comes from the Hub when reachable (:func:`read_source`).
         limit: keep the first ``limit`` rows (for ``arith``: generate that many).
         seed: seed of the generated ``arith`` rows (ignored by the dataset tasks).
 
     Raises:
         RewardlabError: unknown task or split, missing data file, rows missing required fields.
     """
-    if limit is not None and limit < 0:
-        raise RewardlabError(f"limit must be >= 0, got {limit}")
-    root = Path(data_dir).expanduser() if data_dir is not None else None
-    if root is not None and not root.is_dir():
-        raise RewardlabError(f"data directory {root} does not exist")
-    key = str(name).strip()
-    if key == "arith" or key.startswith("arith:"):
-        level = ARITH_LEVEL
-        if ":" in key:
-            try:
-                level = int(key.split(":", 1)[1])
-            except ValueError:
-                raise RewardlabError(f"bad task {name!r}: use arith or arith:LEVEL with LEVEL in {sorted(_ARITH_LEVELS)}") from None
-        return arith_rows(split, n=limit, seed=seed, level=level)
-    loaders = {"gsm8k": _gsm8k, "math": _math, "math500": _math500, "humaneval": _humaneval}
-    if key in loaders:
-        rows = loaders[key](split, root)
-    elif key.endswith((".jsonl", ".jsonl.gz")):
-        path = Path(key).expanduser()
-        if not path.is_file():
-            raise RewardlabError(f"task file {path} does not exist")
-        rows = _jsonl_file(path)
-    else:
-        raise RewardlabError(f"unknown task {name!r}: choose one of {', '.join(TASKS)}, or a .jsonl file")
-    return rows if limit is None else rows[:limit]
+    return load_task_with_source(name, split, data_dir=data_dir, limit=limit, seed=seed)[0]
 
 
 __all__ = [
     "ARITH_INSTRUCTION",
     "ARITH_LEVEL",
     "BOXED_INSTRUCTION",
+    "HUMANEVAL_INSTRUCTION",
+    "PROMPTS",
     "Row",
+    "SOURCES",
+    "Source",
     "TASKS",
     "arith_rows",
     "data_dir",
@@ -427,5 +506,8 @@ __all__ = [
     "gsm8k_gold",
     "last_boxed",
     "load_task",
+    "load_task_with_source",
     "read_jsonl",
+    "read_source",
+    "task_source",
 ]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import data_dir
-from rewardlab import evaluate
+from rewardlab import eval as evaluate
 from rewardlab.errors import RewardlabError
-from rewardlab.evaluate import SampleStore, last_boxed, load_rows, load_spec, run_eval
+from rewardlab.eval import SampleStore, last_boxed, load_rows, load_spec, run_eval
 
 DATA = data_dir()
 needs_data = pytest.mark.skipif(DATA is None, reason="no evaluation data directory (set REWARDLAB_DATA_DIR)")
@@ -416,3 +416,17 @@ def test_sample_store_keeps_records_with_unicode_line_separators(tmp_path):
     store.append([{"id": "a", "completions": ["x\u2028y\x85z"]}, {"id": "b", "completions": ["ok"]}])
     done = SampleStore(tmp_path / "s.jsonl", {"fingerprint": "f", "config": {}}).load()
     assert sorted(done) == ["a", "b"] and done["a"]["completions"] == ["x\u2028y\x85z"]
+
+
+@needs_data
+@pytest.mark.parametrize("bench,task", [("gsm8k", "gsm8k"), ("math500", "math500"), ("math", "math"), ("humaneval", "humaneval")])
+def test_eval_reads_the_training_rows(bench, task):
+    """One data path: a benchmark's problems, gold answers and user prompts are the task's test rows."""
+    from rewardlab.tasks import load_task
+
+    spec = load_spec(bench)
+    rows, _ = load_rows(spec, DATA, limit=20)
+    task_rows = load_task(task, "test", data_dir=DATA, limit=20)
+    assert [r.id for r in rows] == [t.id for t in task_rows]
+    assert [r.reference for r in rows] == [t.reference for t in task_rows]
+    assert [evaluate.render_user_prompt(spec, r) for r in rows] == [t.prompt[0]["content"] for t in task_rows]

@@ -227,6 +227,7 @@ def test_custom_jsonl(tmp_path):
 def test_hub_path_maps_fields(monkeypatch):
     """When the Hub answers, its records go through the same field mapping as local files."""
     monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("REWARDLAB_DATA_DIR", raising=False)  # a local data folder would win (local first)
     monkeypatch.setattr("rewardlab.models.hub_reachable", lambda timeout=3.0: True)
     calls = []
 
@@ -253,3 +254,30 @@ def test_hub_failure_falls_back_to_local(monkeypatch, tmp_path):
     monkeypatch.setenv("REWARDLAB_DATA_DIR", str(tmp_path))
     rows = load_task("gsm8k", "test")
     assert rows[0].reference == "3" and rows[0].meta["source"].endswith("test.jsonl")
+
+
+def test_local_folder_wins_over_the_hub(monkeypatch, tmp_path):
+    """The one data rule: a file in the data folder is used even when the Hub answers; a file the
+    folder lacks comes from the Hub."""
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr("rewardlab.models.hub_reachable", lambda timeout=3.0: True)
+    calls = []
+
+    def fake_load(path, name, split):
+        calls.append((path, name, split))
+        return [{"question": "hub q", "answer": "#### 9"}]
+
+    monkeypatch.setattr(tasks, "_load_dataset", fake_load)
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_text(json.dumps({"question": "local q", "answer": "#### 3"}) + "\n")
+    monkeypatch.setenv("REWARDLAB_DATA_DIR", str(tmp_path))
+    rows, source = tasks.load_task_with_source("gsm8k", "test")
+    assert rows[0].reference == "3" and calls == [] and source["source"] == "local" and len(source["sha256"]) == 64
+    rows, source = tasks.load_task_with_source("gsm8k", "train")  # no train file in the folder
+    assert rows[0].reference == "9" and calls == [("openai/gsm8k", "main", "train")] and source["source"] == "hub"
+
+
+def test_prompts_are_declared_once():
+    row = load_task("arith", "test", limit=1)[0]
+    assert row.prompt[0]["content"] == tasks.PROMPTS["arith"].format(question=row.meta["question"])
+    assert tasks.PROMPTS["gsm8k"].format(question="Q?") == "Q?\n" + tasks.BOXED_INSTRUCTION

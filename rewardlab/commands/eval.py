@@ -4,7 +4,7 @@
     rewardlab eval runs/x/checkpoints/step-000200 --suite gsm8k --output evals/step200
     rewardlab eval --compare before/results.json after/results.json --plot delta.png
 
-See :mod:`rewardlab.evaluate` for what is recorded and how resume works.
+See :mod:`rewardlab.eval` for what is recorded and how resume works.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from rewardlab.errors import RewardlabError
+from rewardlab.eval import RESULTS_FILE, compare_results, format_compare, format_table, load_spec, plot_compare, run_eval
 
 
 DEFAULT_SUITE = "gsm8k,math500,humaneval"
@@ -68,15 +69,13 @@ def _default_output(model: str) -> Path:
 def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batch_size, seed, output, rollout,
              dtype, device, threads, specs, data_dir, overwrite, compare, plot, as_json, quiet) -> None:
     """Evaluate MODEL (hub id, checkpoint folder, run directory, or 'default') on a benchmark suite."""
-    from rewardlab import evaluate
-
     if compare:
         if model:
             raise RewardlabError("--compare takes two results files, not a model")
-        cmp = evaluate.compare_results(*compare)
-        click.echo(json.dumps(cmp, indent=2) if as_json else evaluate.format_compare(cmp))
+        cmp = compare_results(*compare)
+        click.echo(json.dumps(cmp, indent=2) if as_json else format_compare(cmp))
         if plot:
-            path = evaluate.plot_compare(cmp, plot)
+            path = plot_compare(cmp, plot)
             if not as_json:
                 click.echo(f"chart: {path}")
         return
@@ -88,7 +87,7 @@ def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batc
         suite = "" if specs else DEFAULT_SUITE
     names = [s.strip() for s in suite.split(",") if s.strip()]
     for sp in specs:  # a --spec file's benchmark is evaluated even when --suite does not name it
-        name = evaluate.load_spec(sp).name
+        name = load_spec(sp).name
         if name not in names:
             names.append(name)
     cores = os.cpu_count() or 1
@@ -98,7 +97,7 @@ def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batc
 
         torch.set_num_threads(nthreads)
     out = Path(output) if output else _default_output(model)
-    results = evaluate.run_eval(
+    results = run_eval(
         model, names, out, limit=limit, n=n, k=_int_list(k), temperature=temperature, top_p=top_p,
         max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, rollout=rollout, dtype=dtype,
         device=device, spec_files=list(specs), data_dir=data_dir, overwrite=overwrite, progress=not quiet,
@@ -106,5 +105,5 @@ def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batc
     if as_json:
         click.echo(json.dumps(results, indent=2, default=str))
     else:
-        click.echo(evaluate.format_table(results))
-        click.echo(f"results: {out / evaluate.RESULTS_FILE}")
+        click.echo(format_table(results))
+        click.echo(f"results: {out / RESULTS_FILE}")

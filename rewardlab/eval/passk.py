@@ -1,6 +1,6 @@
 """pass@k and the statistics behind every number an eval report prints.
 
-Pure functions over per-problem counts; no torch, no I/O. Used by :mod:`rewardlab.evaluate`.
+Pure functions over per-problem counts and sample records; no torch, no I/O. Used by :mod:`rewardlab.eval`.
 
 * :func:`pass_at_k` is the unbiased estimator of Chen et al. (2021, "Evaluating Large Language
   Models Trained on Code", eq. 1): with ``n`` samples of which ``c`` are correct,
@@ -186,3 +186,24 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDiff:
         n=n,
         ci_method=method,
     )
+
+
+# ----------------------------------------------------------------------------- over sample records
+
+
+def is_correct(score: float | None) -> bool:
+    """A sample counts as correct when the grader gave it 1.0 (a grader failure, None, is wrong)."""
+    return score is not None and score >= 1.0 - 1e-9
+
+
+def problem_passk(rec: dict, ks: Sequence[int]) -> dict[str, float]:
+    """pass@k of one problem's samples record (its ``scores`` list) for each k."""
+    n = len(rec["scores"])
+    c = sum(is_correct(s) for s in rec["scores"])
+    return {f"pass@{k}": pass_at_k(n, c, k) for k in ks}
+
+
+def benchmark_metrics(records: Sequence[dict], ks: Sequence[int]) -> dict[str, Summary]:
+    """pass@k summaries over problems (records in problem order)."""
+    per = [problem_passk(r, ks) for r in records]
+    return {f"pass@{k}": summarize([p[f"pass@{k}"] for p in per]) for k in ks}

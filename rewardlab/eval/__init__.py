@@ -1,0 +1,65 @@
+"""The eval runner: GSM8K, MATH-500, MATH, HumanEval and the built-in `arith` task, with reproducible, self-describing results.
+
+What it simplifies: one command generates ``n`` samples per problem, grades them with rewardlab's
+own rewards (math: symbolic equivalence; code: the sandboxed code reward), computes pass@k with
+standard errors, and writes a ``results.json`` that records everything that changes the number
+(prompt template and its sha256, chat-template sha256, sampling, grader, seed, data file sha256,
+model provenance, rewardlab version and git hash, date).
+
+    rewardlab eval default --suite gsm8k,math500,humaneval --limit 50
+    rewardlab eval runs/x/checkpoints/step-000200 --suite gsm8k --n 8 --temperature 0.8 --k 1,4,8
+    rewardlab eval --compare before/results.json after/results.json --plot delta.png
+
+    from rewardlab.eval import run_eval
+    results = run_eval("default", ["gsm8k"], "evals-out", limit=50)
+
+Layout of ``out_dir``: ``results.json`` (lm-evaluation-harness shape: ``results`` / ``configs`` /
+``versions`` / ``n-shot`` / ``n-samples`` / ``config`` / ``git_hash`` / ``date``) and one
+``samples_<benchmark>.jsonl`` per benchmark (a header line with the configuration fingerprint,
+then one line per problem: prompt, completions, extracted answers, scores, grader info).
+
+Resume: samples are appended one batch per ``write`` + ``fsync``; a rerun with the same command
+reads the file, drops a torn last line, checks the fingerprint, and generates only the problems
+that are missing, so an interrupted eval never loses or duplicates a sample. Batches occupy fixed
+slots of the problem list and each slot's sampling seed is ``seed + slot start``, so a resumed
+sampled (temperature > 0) run draws what the uninterrupted run would have drawn on the same machine.
+
+``--limit N`` takes the first N problems in file order (the order of the task's data file), so
+subsets are the same everywhere.
+
+Layout: :mod:`~rewardlab.eval.spec` (benchmark specs and their rows, read through ``rewardlab.tasks``),
+:mod:`~rewardlab.eval.runner` (``run_eval``), :mod:`~rewardlab.eval.store` (results and samples files,
+resume), :mod:`~rewardlab.eval.compare` (tables, paired comparison, chart), :mod:`~rewardlab.eval.passk`
+(the statistics).
+
+Comparison (``--compare A B``) pairs two runs on the problem ids both evaluated and reports B-A per
+metric with a 95% interval (Newcombe's paired score interval for 0/1 scores, else normal), the
+counts of problems that improved / regressed, and an exact sign-test p-value.
+"""
+
+from __future__ import annotations
+
+from rewardlab.eval.compare import compare_results, format_compare, format_table, plot_compare
+from rewardlab.eval.passk import Summary, benchmark_metrics, pass_at_k, problem_passk, summarize
+from rewardlab.eval.runner import DEFAULT_DEADLINES, LIMIT_RULE, chat_template_sha256, git_hash, run_eval
+from rewardlab.eval.spec import (
+    BenchmarkSpec,
+    EvalRow,
+    builtin_benchmarks,
+    last_boxed,
+    load_records,
+    load_rows,
+    load_spec,
+    render_prompt,
+    render_user_prompt,
+)
+from rewardlab.eval.store import RESULTS_FILE, SAMPLES_FORMAT, SampleStore, atomic_write_json
+from rewardlab.models import resolve_model_path
+
+__all__ = [
+    "BenchmarkSpec", "DEFAULT_DEADLINES", "EvalRow", "LIMIT_RULE", "RESULTS_FILE", "SAMPLES_FORMAT", "SampleStore",
+    "Summary", "atomic_write_json", "benchmark_metrics", "builtin_benchmarks", "chat_template_sha256",
+    "compare_results", "format_compare", "format_table", "git_hash", "last_boxed", "load_records", "load_rows",
+    "load_spec", "pass_at_k", "plot_compare", "problem_passk", "render_prompt", "render_user_prompt",
+    "resolve_model_path", "run_eval", "summarize",
+]

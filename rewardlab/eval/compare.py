@@ -1,0 +1,148 @@
+"""Reports of finished runs: the results table, the paired comparison of two runs (B minus A on
+the problems both evaluated, per metric, with a 95% interval: Newcombe's paired score interval for
+0/1 scores, else normal; the counts of problems that improved / regressed; an exact sign-test
+p-value) and its chart.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from rewardlab.errors import RewardlabError
+from rewardlab.eval.passk import paired_difference, problem_passk, summarize
+from rewardlab.eval.store import load_results, load_samples
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """A plain-text table of one results file: benchmark, metric, value, stderr, 95% interval, problems."""
+    lines = [f"model: {results['config']['model']}"]
+    head = f"{'benchmark':<12} {'metric':<8} {'value':>7} {'stderr':>7} {'95% CI':>17} {'problems':>9} {'n':>3}"
+    lines += [head, "-" * len(head)]
+    for bench, flat in results["results"].items():
+        det = results.get("details", {}).get(bench, {}).get("metrics", {})
+        for metric, d in det.items():
+            ci = f"[{100 * d['ci_low']:5.1f}, {100 * d['ci_high']:5.1f}]"
+            lines.append(
+                f"{bench:<12} {metric:<8} {100 * d['value']:6.1f}% {100 * d['stderr']:6.1f}% {ci:>17} {flat['n']:>9} {flat['samples_per_problem']:>3}"
+            )
+    return "\n".join(lines)
+
+
+def _side(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> tuple[str, str, dict[str, tuple[Path, dict[str, Any]]]]:
+    """One side of a comparison: one or more results files (comma-separated) of the same model."""
+    parts = [p for p in (spec.split(",") if isinstance(spec, str) else [spec] if isinstance(spec, os.PathLike) else spec) if str(p).strip()]
+    if not parts:
+        raise RewardlabError("--compare needs a results file on each side")
+    benches: dict[str, tuple[Path, dict[str, Any]]] = {}
+    models, paths = [], []
+    for part in parts:
+        path, res = load_results(str(part).strip())
+        models.append(res["config"]["model"])
+        paths.append(str(path))
+        for bench in res.get("results", {}):
+            if bench in benches:
+                raise RewardlabError(f"{bench} appears in both {benches[bench][0]} and {path}")
+            benches[bench] = (path, res)
+    return ",".join(paths), ",".join(dict.fromkeys(models)), benches
+
+
+def compare_results(a_path: str | os.PathLike | Sequence[str], b_path: str | os.PathLike | Sequence[str]) -> dict[str, Any]:
+    """Paired comparison (B minus A) on the problems both runs evaluated.
+
+    Each side is a results file (or folder holding one), or several separated by commas when one
+    model's benchmarks were evaluated into different folders.
+    """
+    a_where, a_model, a = _side(a_path)
+    b_where, b_model, b = _side(b_path)
+    common = [bench for bench in a if bench in b]
+    if not common:
+        raise RewardlabError(f"{a_where} and {b_where} share no benchmark")
+    rows, warnings = [], []
+    for bench in common:
+        (pa, ra), (pb, rb) = a[bench], b[bench]
+        sa, sb = load_samples(pa, ra, bench), load_samples(pb, rb, bench)
+        ids = [i for i in sa if i in sb]
+        if not ids:
+            raise RewardlabError(f"{bench}: the two runs share no problem ids")
+        na = min(len(sa[i]["scores"]) for i in ids)
+        nb = min(len(sb[i]["scores"]) for i in ids)
+        ks = sorted(set(ra["results"][bench].get("k", [1])) & set(rb["results"][bench].get("k", [1]))) or [1]
+        ks = [k for k in ks if k <= min(na, nb)] or [1]
+        for k in ks:
+            va = [problem_passk(sa[i], [k])[f"pass@{k}"] for i in ids]
+            vb = [problem_passk(sb[i], [k])[f"pass@{k}"] for i in ids]
+            d = paired_difference(va, vb)
+            rows.append({
+                "benchmark": bench, "metric": f"pass@{k}", **d.to_dict(),
+                "a_summary": summarize(va).to_dict(), "b_summary": summarize(vb).to_dict(),
+                "only_in_a": len(sa) - len(ids), "only_in_b": len(sb) - len(ids),
+            })
+        for key in ("prompt_template_sha256", "grader", "sampling"):
+            ca, cb = ra.get("configs", {}).get(bench, {}).get(key), rb.get("configs", {}).get(bench, {}).get(key)
+            if ca != cb:
+                warnings.append(f"{bench}: {key} differs between the runs")
+    return {"a": {"path": a_where, "model": a_model}, "b": {"path": b_where, "model": b_model},
+            "rows": rows, "warnings": warnings, "ci": "95% CI of B-A paired on problems (Newcombe score interval for 0/1 scores, else normal); p: exact sign test"}
+
+
+def format_compare(cmp: dict[str, Any]) -> str:
+    """The delta table of :func:`compare_results`."""
+    lines = [f"A: {cmp['a']['model']}  ({cmp['a']['path']})", f"B: {cmp['b']['model']}  ({cmp['b']['path']})"]
+    head = f"{'benchmark':<12} {'metric':<8} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI (paired)':>17} {'+/-':>7} {'p':>6} {'problems':>9}"
+    lines += [head, "-" * len(head)]
+    for r in cmp["rows"]:
+        ci = f"[{100 * r['ci_low']:+5.1f}, {100 * r['ci_high']:+5.1f}]"
+        lines.append(
+            f"{r['benchmark']:<12} {r['metric']:<8} {100 * r['a']:6.1f}% {100 * r['b']:6.1f}% {100 * r['delta']:+6.1f} {ci:>17} "
+            f"{'+' + str(r['improved']) + '/-' + str(r['regressed']):>7} {r['p_value']:6.3f} {r['n']:>9}"
+        )
+    lines.append(f"({cmp['ci']}; +/-: problems improved/regressed)")
+    lines += [f"warning: {w}" for w in cmp["warnings"]]
+    return "\n".join(lines)
+
+
+def plot_compare(cmp: dict[str, Any], path: str | os.PathLike) -> Path:
+    """A PNG bar chart: A and B side by side per benchmark/metric, 95% intervals as error bars."""
+    import matplotlib  # lazy: matplotlib takes a second to import and only --plot needs it
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = cmp["rows"]
+    labels = [f"{r['benchmark']}\n{r['metric']}" for r in rows]
+    xs = list(range(len(rows)))
+    w = 0.38
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(rows) + 1.5), 4.0), dpi=120)
+    for off, key, name, color in ((-w / 2, "a_summary", "A", "#8c8c8c"), (w / 2, "b_summary", "B", "#1f77b4")):
+        vals = [100 * r[key]["value"] for r in rows]
+        lo = [100 * (r[key]["value"] - r[key]["ci_low"]) for r in rows]
+        hi = [100 * (r[key]["ci_high"] - r[key]["value"]) for r in rows]
+        model = cmp[name.lower()]["model"]
+        short = "/".join(Path(model).parts[-2:]) if "/" in model else model
+        ax.bar([x + off for x in xs], vals, w, yerr=[lo, hi], capsize=3, color=color, label=f"{name}: {short}")
+        for x, v, h in zip(xs, vals, hi):
+            ax.text(x + off, v + h + 0.3, f"{v:.1f}", ha="center", va="bottom", fontsize=7)
+    for x, r in zip(xs, rows):
+        top = 100 * max(r["a_summary"]["ci_high"], r["b_summary"]["ci_high"])
+        ax.text(x, top + 3.5, f"B-A {100 * r['delta']:+.1f}\n[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]",
+                ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("score (%)")
+    ymax = max([100 * max(r["a_summary"]["ci_high"], r["b_summary"]["ci_high"]) for r in rows] + [10.0])
+    ax.set_ylim(0, min(100.0, ymax * 1.35 + 5))
+    ax.set_title("B vs A (bars: 95% CI per run; text: paired delta and 95% CI)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, out)
+    return out
+
+
+__all__ = ["compare_results", "format_compare", "format_table", "plot_compare"]

@@ -1,0 +1,426 @@
+"""The eval runner: generate ``n`` samples per problem, grade them with rewardlab's own rewards
+(math: symbolic equivalence; code: the sandboxed code reward), compute pass@k with standard
+errors, and write a self-describing ``results.json`` (see :mod:`rewardlab.eval`).
+
+Batches occupy fixed slots of the problem list and each slot's sampling seed is ``seed + slot
+start``, so a resumed sampled (temperature > 0) run draws what the uninterrupted run would have
+drawn on the same machine. ``--limit N`` takes the first N problems in file order.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib.metadata as md
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from tqdm.auto import tqdm
+
+from rewardlab import __version__
+from rewardlab.errors import RewardlabError
+from rewardlab.eval.passk import benchmark_metrics, is_correct
+from rewardlab.eval.spec import BenchmarkSpec, EvalRow, builtin_benchmarks, load_rows, load_spec, render_prompt
+from rewardlab.eval.store import RESULTS_FILE, SAMPLES_FORMAT, SampleStore, atomic_write_json, fingerprint, samples_file
+from rewardlab.locks import FolderLock
+from rewardlab.models import check_model, load_model, resolve_device, resolve_model_path
+from rewardlab.rewards import get_reward
+from rewardlab.rewards.code import extract_code
+from rewardlab.rewards.pool import prewarm, score_batch
+from rewardlab.rollout import SamplingParams, make_engine
+
+DEFAULT_DEADLINES = {"math": 10.0, "code": 30.0}
+LIMIT_RULE = "first N problems in data-file order"
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def git_hash() -> str | None:
+    """The rewardlab source tree's commit (``+dirty`` when modified), or None outside a git checkout."""
+    root = Path(__file__).resolve().parents[2]  # the checkout holding rewardlab/
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def chat_template_sha256(tokenizer: Any | None) -> str | None:
+    tpl = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
+    if not tpl:
+        return None
+    if not isinstance(tpl, str):
+        tpl = json.dumps(tpl, sort_keys=True)
+    return hashlib.sha256(tpl.encode()).hexdigest()
+
+
+def _versions() -> dict[str, str]:
+    out = {"rewardlab": __version__, "python": platform.python_version()}
+    for dist in ("torch", "transformers", "math-verify", "sympy", "vllm"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def _model_label(model: Any) -> str:
+    prov = getattr(model, "rewardlab_provenance", None) or {}
+    return str(prov.get("path") or prov.get("model") or getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
+
+
+# ----------------------------------------------------------------------------- the runner
+
+
+@dataclass
+class _Ctx:
+    engine: Any
+    tokenizer: Any
+    model_label: str
+    model_info: dict[str, Any]
+
+
+def _sampling_for(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
+    s = dict(spec.sampling)
+    for key, val in overrides.items():
+        if val is not None:
+            s[key] = val
+    s["n"] = int(s["n"])
+    s["temperature"] = float(s["temperature"])
+    s["top_p"] = float(s["top_p"])
+    s["max_new_tokens"] = int(s["max_new_tokens"])
+    if s["n"] < 1:
+        raise RewardlabError("--n must be at least 1")
+    if s["n"] > 1 and s["temperature"] == 0.0:
+        raise RewardlabError(f"--n {s['n']} with greedy decoding gives {s['n']} identical samples; pass --temperature > 0 (e.g. 0.8)")
+    return s
+
+
+def _ks_for(spec: BenchmarkSpec, k: Sequence[int] | None, n: int) -> list[int]:
+    ks = sorted(set(int(x) for x in (k if k else spec.metrics.get("k", [1]))))
+    bad = [x for x in ks if x < 1 or x > n]
+    if bad:
+        if k:
+            raise RewardlabError(f"pass@k needs 1 <= k <= n; got k={bad[0]} with n={n} samples per problem")
+        ks = [x for x in ks if 1 <= x <= n] or [1]
+    return ks
+
+
+def _grade(spec: BenchmarkSpec, rows: Sequence[EvalRow], texts: Sequence[str], n: int) -> tuple[list[str], list[Any]]:
+    """Score each completion; returns (graded code or text per completion, RewardResult per completion)."""
+    reward = get_reward(spec.grader)
+    refs = [rows[j // n].reference for j in range(len(texts))]
+    metas = [{"id": rows[j // n].id} for j in range(len(texts))]
+    deadline = float(spec.grader_deadline or DEFAULT_DEADLINES.get(spec.grader, 10.0))
+    results = score_batch(reward, list(texts), refs, metas, deadline=deadline)
+    if spec.grader == "code":  # record the code the code reward ran (its own extraction rule)
+        extracted = [extract_code(t, r.get("entry_point") if isinstance(r, dict) else None)[0] for t, r in zip(texts, refs)]
+    else:
+        extracted = list(texts)
+    return extracted, results
+
+
+def _jsonable(x: Any) -> Any:
+    return json.loads(json.dumps(x, default=str))
+
+
+def _extracted(spec: BenchmarkSpec, graded_text: str, info: dict[str, Any]) -> Any:
+    """What the grader judged: the code that ran, or the math reward's extracted answer."""
+    if spec.grader == "code":
+        return graded_text
+    for key in ("pred", "extracted", "answer", "prediction"):
+        if key in info:
+            return info[key]
+    return None
+
+
+def _eval_benchmark(
+    spec: BenchmarkSpec,
+    rows: list[EvalRow],
+    ctx: _Ctx,
+    sampling: dict[str, Any],
+    store: SampleStore,
+    *,
+    batch_size: int,
+    seed: int,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    done = store.load()
+    n = sampling["n"]
+    pending_slots: dict[int, list[EvalRow]] = {}
+    for pos, row in enumerate(rows):
+        if row.id not in done:
+            pending_slots.setdefault(pos // batch_size, []).append(row)
+    todo = sum(len(v) for v in pending_slots.values())
+    bar = None
+    if progress and todo:
+        bar = tqdm(total=len(rows), initial=len(rows) - todo, desc=spec.name, unit="problem", file=sys.stderr, dynamic_ncols=True)
+    try:
+        for slot, slot_rows in sorted(pending_slots.items()):
+            prompts = [render_prompt(spec, r, ctx.tokenizer) for r in slot_rows]
+            params = SamplingParams(
+                max_new_tokens=sampling["max_new_tokens"],
+                temperature=sampling["temperature"],
+                top_p=sampling["top_p"],
+                seed=seed + slot * batch_size,
+            )
+            comps = ctx.engine.generate(prompts, n, params)
+            if len(comps) != len(prompts) * n:
+                raise RewardlabError(f"engine returned {len(comps)} completions for {len(prompts)} prompts x n={n}")
+            texts = [c.text for c in comps]
+            graded, results = _grade(spec, slot_rows, texts, n)
+            records = []
+            for i, row in enumerate(slot_rows):
+                sl = slice(i * n, (i + 1) * n)
+                res = results[sl]
+                rec = {
+                    "id": row.id,
+                    "index": row.index,
+                    "prompt": prompts[i],
+                    "reference": row.reference if spec.grader != "code" else {"entry_point": row.reference.get("entry_point")},
+                    "completions": texts[sl],
+                    "finish_reasons": [getattr(c, "finish_reason", None) for c in comps[sl]],
+                    "num_tokens": [len(getattr(c, "token_ids", []) or []) for c in comps[sl]],
+                    "extracted": [_jsonable(_extracted(spec, g, r.info)) for g, r in zip(graded[sl], res)],
+                    "scores": [r.score for r in res],
+                    "correct": [is_correct(r.score) for r in res],
+                    "status": [r.info.get("status") for r in res],
+                    "info": [_jsonable(r.info) for r in res],
+                }
+                records.append(rec)
+            store.append(records)
+            for rec in records:
+                done[rec["id"]] = rec
+            if bar is not None:
+                bar.update(len(slot_rows))
+    finally:
+        if bar is not None:
+            bar.close()
+    return [done[r.id] for r in rows]
+
+
+def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: Sequence[int], n: int) -> tuple[dict, dict]:
+    metrics = benchmark_metrics(records, ks)
+    flat: dict[str, Any] = {"alias": spec.name}
+    for name, s in metrics.items():
+        flat[f"{name},none"] = s.value
+        flat[f"{name}_stderr,none"] = s.stderr
+    flat["n"] = len(records)
+    flat["samples_per_problem"] = n
+    flat["k"] = list(ks)
+    statuses: dict[str, int] = {}
+    finish: dict[str, int] = {}
+    ntok = []
+    for r in records:
+        for s in r["status"]:
+            statuses[str(s)] = statuses.get(str(s), 0) + 1
+        for f in r["finish_reasons"]:
+            finish[str(f)] = finish.get(str(f), 0) + 1
+        ntok.extend(r["num_tokens"])
+    details = {
+        "metrics": {name: s.to_dict() for name, s in metrics.items()},
+        "correct_samples": sum(sum(bool(c) for c in r["correct"]) for r in records),
+        "total_samples": sum(len(r["scores"]) for r in records),
+        "grader_status": statuses,
+        "finish_reasons": finish,
+        "mean_completion_tokens": (sum(ntok) / len(ntok)) if ntok else 0.0,
+    }
+    return flat, details
+
+
+def run_eval(
+    model: Any,
+    suite: Sequence[str] | str,
+    out_dir: str | os.PathLike,
+    *,
+    limit: int | None = None,
+    n: int | None = None,
+    k: Sequence[int] | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    rollout: str = "hf",
+    dtype: str = "auto",
+    device: str = "cpu",
+    tokenizer: Any | None = None,
+    engine: Any | None = None,
+    spec_files: Sequence[str] | None = None,
+    data_dir: str | os.PathLike | None = None,
+    model_label: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate a model on a suite of benchmarks and write ``results.json`` + samples to ``out_dir``.
+
+    Args:
+        model: a hub id, a ``save_pretrained`` folder, a run directory (latest checkpoint), ``"default"``
+            / ``None`` (the embedded SmolLM2-135M-Instruct), or an in-memory model (pass ``tokenizer``).
+        suite: benchmark names (``["gsm8k", "math500"]`` or ``"gsm8k,math500"``); a name that matches a
+            spec in ``spec_files`` uses that spec.
+        out_dir: where ``results.json`` and ``samples_<benchmark>.jsonl`` go; an existing run with the
+            same configuration is resumed.
+        limit: evaluate the first ``limit`` problems in file order.
+        n, temperature, top_p, max_new_tokens: override the spec's sampling defaults.
+        k: pass@k values to report (each ``<= n``); default from the spec.
+        engine: any object with ``generate(prompts, n, sampling) -> list[Completion]`` (for tests and
+            custom backends); when given, ``model`` is only a label.
+        overwrite: discard existing samples in ``out_dir`` instead of resuming.
+
+    Returns:
+        The results dict that was written to ``out_dir/results.json``.
+    """
+    t0 = time.time()
+    out = Path(out_dir)
+    names = [s.strip() for s in (suite.split(",") if isinstance(suite, str) else suite) if s and s.strip()]
+    if not names:
+        raise RewardlabError("empty --suite; choose from " + ", ".join(builtin_benchmarks()))
+    user_specs = {sp.name: sp for sp in (load_spec(p) for p in (spec_files or []))}
+    specs = [user_specs[nm] if nm in user_specs else load_spec(nm) for nm in names]
+    if len({s.name for s in specs}) != len(specs):
+        raise RewardlabError("a benchmark appears twice in --suite")
+    # Load data before the model: a missing file should fail in a second, not after a model load.
+    loaded = [(spec, *load_rows(spec, data_dir, limit)) for spec in specs]
+    samplings = [_sampling_for(spec, {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}) for spec in specs]
+    kss = [_ks_for(spec, k, s["n"]) for spec, s in zip(specs, samplings)]
+    if batch_size < 1:
+        raise RewardlabError("--batch-size must be at least 1")
+
+    if engine is None:  # cheap checks first: a typo must not cost a model load, nor leave a folder
+        device = resolve_device(device)
+        if model is None or isinstance(model, (str, os.PathLike)):
+            check_model(resolve_model_path(str(model)) if model is not None else None)
+    # One writer per output folder for the whole run; a second eval on it stops here, writing nothing.
+    with FolderLock(out, "eval", hint="wait for it to finish (rerun then to resume), or choose another --output"):
+        for spec in specs:  # grader workers start while the model loads
+            prewarm(get_reward(spec.grader))
+        ctx = _make_ctx(model, tokenizer=tokenizer, engine=engine, rollout=rollout, dtype=dtype, device=device,
+                        batch_size=batch_size, seed=seed, model_label=model_label)
+        if overwrite:
+            for spec in specs:
+                (out / samples_file(spec.name)).unlink(missing_ok=True)
+            (out / RESULTS_FILE).unlink(missing_ok=True)
+
+        chat_sha = chat_template_sha256(ctx.tokenizer)
+        results: dict[str, Any] = {
+            "results": {}, "details": {}, "configs": {}, "versions": {}, "n-shot": {}, "higher_is_better": {},
+            "n-samples": {}, "samples": {},
+            "config": {
+                "model": ctx.model_label,
+                "model_info": ctx.model_info,
+                "dtype": dtype if engine is None else None,
+                "device": device,
+                "rollout": "custom" if engine is not None else rollout,
+                "batch_size": batch_size,
+                "seed": seed,
+                "limit": limit,
+                "limit_rule": LIMIT_RULE,
+                "chat_template_sha256": chat_sha,
+                "versions": _versions(),
+                "command": ("rewardlab " + shlex.join(sys.argv[1:])) if Path(sys.argv[0]).name in ("rewardlab", "__main__.py") else None,
+            },
+            "rewardlab_version": __version__,
+            "git_hash": git_hash(),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        _carry_over(out / RESULTS_FILE, results, {spec.name for spec in specs})
+        for (spec, rows, source), sampling, ks in zip(loaded, samplings, kss):
+            sample_cfg = {
+                "format": SAMPLES_FORMAT, "benchmark": spec.name, "spec_sha256": spec.sha256, "model": ctx.model_label,
+                "chat_template_sha256": chat_sha, "n": sampling["n"], "temperature": sampling["temperature"],
+                "top_p": sampling["top_p"], "max_new_tokens": sampling["max_new_tokens"], "seed": seed,
+                "batch_size": batch_size if sampling["temperature"] > 0 else None,
+                "data_sha256": source.get("sha256"),
+            }
+            store = SampleStore(out / samples_file(spec.name), {"fingerprint": fingerprint(sample_cfg), "config": sample_cfg})
+            records = _eval_benchmark(spec, rows, ctx, sampling, store, batch_size=batch_size, seed=seed, progress=progress)
+            flat, details = _bench_results(spec, records, ks, sampling["n"])
+            results["results"][spec.name] = flat
+            results["details"][spec.name] = details
+            results["configs"][spec.name] = {
+                "spec": spec.path, "spec_sha256": spec.sha256, "description": spec.description,
+                "data": {**spec.data, **source}, "reference": spec.reference,
+                "prompt_template": spec.prompt["template"], "system": spec.prompt.get("system"), "chat": spec.prompt.get("chat", True),
+                "prompt_template_sha256": spec.template_sha256, "chat_template_sha256": chat_sha,
+                "num_fewshot": int(spec.prompt.get("shots", 0)), "grader": spec.grader,
+                "grader_deadline_s": float(spec.grader_deadline or DEFAULT_DEADLINES.get(spec.grader, 10.0)),
+                "sampling": sampling, "k": ks, "limit": limit, "limit_rule": LIMIT_RULE,
+            }
+            results["versions"][spec.name] = spec.sha256[:12]
+            results["n-shot"][spec.name] = int(spec.prompt.get("shots", 0))
+            results["higher_is_better"][spec.name] = {f"pass@{x}": True for x in ks}
+            results["n-samples"][spec.name] = {"original": source.get("records"), "effective": len(rows)}
+            results["samples"][spec.name] = store.path.name
+            results["total_evaluation_time_seconds"] = round(time.time() - t0, 2)
+            atomic_write_json(out / RESULTS_FILE, results)  # after each benchmark: partial results are usable
+        return results
+
+
+_PER_BENCH_KEYS = ("results", "details", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "samples")
+
+
+def _carry_over(path: Path, results: dict[str, Any], names: set[str]) -> None:
+    """Keep benchmarks that an earlier run of the same model wrote to this directory (so a suite can
+    be evaluated one benchmark at a time into one results.json)."""
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return
+    if old.get("config", {}).get("model") != results["config"]["model"]:
+        return
+    for bench in old.get("results", {}):
+        if bench in names or not (path.parent / old.get("samples", {}).get(bench, "-")).is_file():
+            continue
+        for key in _PER_BENCH_KEYS:
+            if bench in old.get(key, {}):
+                results[key][bench] = old[key][bench]
+
+
+def _make_ctx(model: Any, *, tokenizer: Any, engine: Any, rollout: str, dtype: str, device: str,
+              batch_size: int, seed: int, model_label: str | None) -> _Ctx:
+    if engine is not None:
+        label = model_label or (model if isinstance(model, str) else _model_label(model) if model is not None else "custom-engine")
+        return _Ctx(engine=engine, tokenizer=tokenizer, model_label=str(label), model_info={"engine": type(engine).__name__})
+    if model is None or isinstance(model, (str, os.PathLike)):
+        name = "default" if model is None else resolve_model_path(str(model))
+        model_obj, tok = load_model(name, dtype=dtype, device=device)
+        model_obj.eval()
+        info = dict(getattr(model_obj, "rewardlab_provenance", None) or {})
+        label = model_label or (str(Path(name).resolve()) if Path(name).exists() else name)
+    else:
+        if tokenizer is None:
+            raise RewardlabError("run_eval with an in-memory model needs its tokenizer (tokenizer=...)")
+        model_obj, tok = model, tokenizer
+        info = dict(getattr(model_obj, "rewardlab_provenance", None) or {})
+        label = model_label or _model_label(model_obj)
+    if rollout == "hf":
+        kw: dict[str, Any] = {"batch_size": batch_size}
+    else:  # eval owns the GPU (no trainer beside it): let vLLM take most of it
+        kw = {"seed": seed, **({"gpu_memory_utilization": 0.85} if str(device).startswith("cuda") else {})}
+    try:
+        eng = make_engine(rollout, model_obj, tok, **kw)
+    except ImportError as e:
+        raise RewardlabError(f"--rollout {rollout} is not available here: {e}") from None
+    info["num_parameters"] = sum(p.numel() for p in model_obj.parameters())
+    info["dtype"] = str(next(model_obj.parameters()).dtype).replace("torch.", "")
+    return _Ctx(engine=eng, tokenizer=tok, model_label=label, model_info=info)
+
+
+__all__ = ["DEFAULT_DEADLINES", "LIMIT_RULE", "chat_template_sha256", "git_hash", "run_eval"]
