@@ -687,13 +687,13 @@ def score_batch(
 
     def one(i: int) -> RewardResult:
         meta = metas[i] or {}
-        if pool is None:  # in-process: the whole call; rewards it calls directly get this batch's limits
+        if pool is None:  # in-process: the slow part here; rewards it calls directly get this batch's limits
             token = _BATCH_LIMITS.set((deadline, cap))
             try:
-                return _call_safely(reward, completions[i], references[i], meta)
+                return _call_safely(slow_part(reward), completions[i], references[i], meta)
             finally:
                 _BATCH_LIMITS.reset(token)
-        out = pool.call(None, (completions[i], references[i]), meta,
+        out = pool.call(None, (completions[i], references[i]), meta,  # fn: the pickled payload
                         deadline=deadline, wall_cap=cap, key=key, payload=payload)
         return _pooled_result(reward, out, deadline, cap, completions[i], references[i], meta)
 
