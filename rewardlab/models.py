@@ -141,7 +141,7 @@ def file_sha256(path: Path) -> str:
 
 def resolve_dtype(dtype: Any, device: str):
     """``"auto"`` -> float32 on CPU, bfloat16 on CUDA when supported (else float16); names or torch dtypes pass through."""
-    import torch
+    import torch  # lazy: torch/transformers cost seconds; tasks and eval import this module without needing them
 
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -199,7 +199,7 @@ def prepare_tokenizer(tokenizer, model=None):
 
 def _from_pretrained(source: str, *, dtype, local_files_only: bool, label: str):
     """AutoModelForCausalLM + AutoTokenizer with one-line errors for the common failures."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # lazy (as above)
 
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=local_files_only)
@@ -237,8 +237,8 @@ def convert_wheel_gguf(gguf: Path, target: Path) -> Path:
     The folder is written under a temporary name next to ``target`` and renamed into place, so a
     concurrent or interrupted conversion never exposes a partial cache. Returns ``target``.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # lazy (as above)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy (as above)
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))

@@ -99,8 +99,8 @@ def _local_world_size() -> int:
 
 
 def _local_all_reduce_max(x: int) -> int:
-    import torch
-    import torch.distributed as dist
+    import torch  # lazy (as above)
+    import torch.distributed as dist  # lazy (as above)
 
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return x

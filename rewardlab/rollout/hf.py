@@ -29,7 +29,7 @@ def _eos_ids(model, tokenizer) -> list[int]:
 @contextlib.contextmanager
 def _seeded(seed: int | None, device):
     """Seed torch for the block and restore the previous RNG state afterwards (no-op for None)."""
-    import torch
+    import torch  # lazy: see the module docstring
 
     if seed is None:
         yield
@@ -43,7 +43,7 @@ def _seeded(seed: int | None, device):
 @contextlib.contextmanager
 def _inference_mode(model):
     """model.eval() + no_grad for the block; the previous training flag is restored."""
-    import torch
+    import torch  # lazy: see the module docstring
 
     was_training = model.training
     model.eval()
@@ -62,7 +62,7 @@ def _only(model, gen_config):
     (Qwen2.5 ships ``repetition_penalty=1.05, top_k=20``) would silently change the sampling
     distribution away from the policy the trainer scores, and away from what an eval records.
     """
-    from transformers import GenerationConfig
+    from transformers import GenerationConfig  # lazy: see the module docstring
 
     saved = getattr(model, "generation_config", None)
     ids = {k: getattr(saved, k, None) for k in ("bos_token_id", "decoder_start_token_id")}
@@ -109,8 +109,8 @@ class HFEngine:
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
         """Sample ``n`` completions for each prompt; returns ``len(prompts) * n`` in prompt-major order."""
-        import torch
-        from transformers import GenerationConfig
+        import torch  # lazy: see the module docstring
+        from transformers import GenerationConfig  # lazy: see the module docstring
 
         if n < 1:
             raise RewardlabError(f"n must be >= 1, got {n}")
