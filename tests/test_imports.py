@@ -51,7 +51,6 @@ ALWAYS = {"root"}  # rewardlab/__init__.py (the version string): importable from
 KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
     # (importer, imported): why it is still there. Keep this list empty; each entry is a debt, and
     # test_known_exceptions_are_still_needed fails once the import is gone (then delete the entry).
-    ("train", "eval"): "train's --eval-before-after imports rewardlab.evaluate; the composition belongs in commands/",
     ("plots", "logging"): "plots reads the run's metrics.jsonl with logging.read_jsonl (utility to utility)",
 }
 
