@@ -672,3 +672,29 @@ def test_combine_metrics_weights_defaults_and_extra_keys():
     # without any "tokens" key the result still reports 0 tokens; no parts, no keys
     assert algos.combine_metrics([{"loss": 1.0}, {"loss": 2.0}]) == {"loss": 3.0, "tokens": 0.0}
     assert algos.combine_metrics([]) == {}
+
+
+def test_algo_objects_overrides_lookup_and_optimizer_steps():
+    fields = ", ".join(algos.FIELDS)
+    with pytest.raises(algos.AlgoError) as info:
+        algos.GRPO.with_overrides(lr=1e-6, foo=1)
+    assert str(info.value) == f"unknown field(s) 'foo', 'lr'; valid fields: {fields}"
+    with pytest.raises(KeyError) as key_info:
+        algos.GRPO["lr"]
+    assert key_info.value.args == ("lr",)
+    assert algos.GRPO.with_overrides(kl="low_var_kl")["kl"] == "k3"
+    assert algos.optimizer_steps_per_rollout(algos.preset("grpo")) == 1  # one epoch by default
+    steps = algos.optimizer_steps_per_rollout(algos.preset("gspo"), epochs=2)
+    assert steps == 8 and isinstance(steps, int)
+
+
+@pytest.mark.parametrize("cache", [0, -3, True, 2.0, "4"])
+def test_overlong_cache_must_be_a_positive_integer(cache):
+    with pytest.raises(algos.AlgoError) as info:
+        algos.validate_algo({"overlong_cache": cache})
+    assert str(info.value) == f"overlong_cache must be an integer >= 1 or None, got {cache!r}"
+
+
+def test_overlong_cache_accepts_none_and_positive_integers():
+    for cache in (None, 1, 2, 64):
+        algos.validate_algo({"overlong_cache": cache})

@@ -391,6 +391,7 @@ needs_records = pytest.mark.skipif(not hasattr(passk, "benchmark_metrics"), reas
 @needs_records
 def test_is_correct_only_for_a_full_score():
     assert passk.is_correct(1.0) and passk.is_correct(1.0 - 1e-10) and passk.is_correct(2.0)
+    assert passk.is_correct(1.0 - 1e-9)  # the tolerance itself is included
     assert not passk.is_correct(None) and not passk.is_correct(0.999) and not passk.is_correct(1.0 - 2e-9)
     assert not passk.is_correct(0.0)
 
