@@ -109,7 +109,7 @@ def prompt_order(args: argparse.Namespace, seed: int, n: int) -> tuple[list, lis
 
 
 def run_rewardlab(model_dir: str, args: argparse.Namespace, seed: int, work: Path) -> dict:
-    from rewardlab.config import build_config
+    from rewardlab.train import build_config
     from rewardlab.logging import read_jsonl
     from rewardlab.train import train
 
@@ -179,7 +179,7 @@ def run_trl(model_dir: str, args: argparse.Namespace, seed: int, work: Path) -> 
         reward_funcs.append(get_soft_overlong_punishment(args.max_new_tokens, max(1, args.max_new_tokens // 4)))
     cfg = GRPOConfig(
         output_dir=str(work / f"trl-{args.algo}-{seed}"), use_cpu=True, bf16=False, report_to="none",
-        max_steps=args.steps, learning_rate=args.lr, lr_scheduler_type="constant",
+        activation_checkpointing=False, max_steps=args.steps, learning_rate=args.lr, lr_scheduler_type="constant",
         warmup_steps=0, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.99, max_grad_norm=1.0,
         per_device_train_batch_size=args.prompts * args.group, gradient_accumulation_steps=1,
         num_generations=args.group, max_completion_length=args.max_new_tokens, temperature=args.temperature,

@@ -49,7 +49,7 @@ TRL_CPU: list[float] = []
 
 
 def run_rewardlab(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float]:
-    from rewardlab.config import build_config
+    from rewardlab.train import build_config
     from rewardlab.logging import read_jsonl
     from rewardlab.train import train
 

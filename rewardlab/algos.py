@@ -107,7 +107,7 @@ class Algo(Mapping):
     dynamic_sampling: bool = False
     """DAPO dynamic sampling: drop zero-variance groups and generate again (budget: max_gen_batches)."""
     overlong: bool = False
-    """DAPO soft overlong punishment added to the reward (rewards.length.overlong_penalty)."""
+    """DAPO soft overlong punishment added to the reward (overlong_penalty)."""
     overlong_factor: float = 1.0
     """Size of the overlong penalty at max_new_tokens (its weight in the reward)."""
     overlong_cache: int | None = None

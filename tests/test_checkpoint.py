@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rewardlab.checkpoint import (
+from rewardlab.train.checkpoint import (
     checkpoint_dir,
     clean_partial,
     is_complete,

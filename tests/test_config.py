@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rewardlab.config import (
+from rewardlab.train.config import (
     TrainConfig,
     build_config,
     derive,
@@ -120,7 +120,7 @@ def test_vllm_engine_settings_default_and_parse():
 
 
 def test_settings_diff_names_each_setting_with_old_and_new_value():
-    from rewardlab.config import describe_diff, settings_diff
+    from rewardlab.train.config import describe_diff, settings_diff
 
     saved = to_dict(TrainConfig(algo="gspo", lr=1e-4, task="arith"))
     now = TrainConfig(algo="grpo", lr=2e-4, task="arith", steps=99, device="cpu")  # steps/device may change
@@ -133,7 +133,7 @@ def test_settings_diff_names_each_setting_with_old_and_new_value():
 def test_device_is_checked_before_anything_heavy(monkeypatch):
     import torch
 
-    from rewardlab.config import resolve_device
+    from rewardlab.train.config import resolve_device
 
     assert resolve_device("cpu") == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -152,7 +152,7 @@ def test_device_is_checked_before_anything_heavy(monkeypatch):
 
 
 def test_check_model_catches_typos_without_loading(tmp_path):
-    from rewardlab.config import check_model
+    from rewardlab.train.config import check_model
 
     check_model(None)
     check_model("default")

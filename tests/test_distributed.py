@@ -1,4 +1,4 @@
-"""rewardlab.distributed: single-process no-ops, and a real 2-rank gloo job on CPU.
+"""rewardlab.train.distributed: single-process no-ops, and a real 2-rank gloo job on CPU.
 
 The 2-rank test spawns two processes (torch.multiprocessing) that join a gloo process group,
 wrap the tiny model with FSDP2, train one step on their half of a global batch with the loss
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rewardlab import distributed
+from rewardlab.train import distributed
 from rewardlab.errors import RewardlabError
 
 

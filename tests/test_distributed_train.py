@@ -116,7 +116,7 @@ def _saved_weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 def test_torchrun_two_ranks_resume_equals_straight_run(tiny_model_dir, tmp_path, two_rank_run):
-    from rewardlab.checkpoint import checkpoint_dir, load_trainer_state
+    from rewardlab.train.checkpoint import checkpoint_dir, load_trainer_state
 
     split = tmp_path / "split"
     _run(_torchrun(), tiny_model_dir, split, steps=1)  # stops after step 1 (saved: last step)

@@ -9,7 +9,7 @@ score can move both ways. Each algorithm runs three times:
 
 * ``normal``: the letters reward. The letters score must rise by >= 0.3 (mean of the last 3 steps vs
   the first 3; measured here +0.53 to +0.55 for every algorithm).
-* ``flipped``: the same run with every advantage negated (``rewardlab.train._ADVANTAGE_SIGN``, a
+* ``flipped``: the same run with every advantage negated (``rewardlab.train.loop._ADVANTAGE_SIGN``, a
   test-only hook) must not rise (<= +0.05; measured -0.39 to -0.44).
 * ``random``: a coin-flip reward independent of the completion; the letters score must not rise
   (<= +0.15; measured -0.06 to +0.02).
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardlab.config import ALGOS
+from rewardlab.algos import ALGOS
 from rewardlab.rewards.base import CheapReward, RewardResult
 
 STEPS = 20
@@ -76,7 +76,7 @@ coin = CoinReward()
 
 def run(tmp_path: Path, model: Path, algo: str, reward: str, **over) -> list[float]:
     """Train ``STEPS`` steps with ``reward`` (``letters`` or ``coin``); the letter score per step."""
-    from rewardlab.config import build_config
+    from rewardlab.train import build_config
     from rewardlab.train import train
 
     coin.rng.seed(0)
@@ -118,9 +118,9 @@ def test_reward_rises(algo, tiny_model_dir, tmp_path):
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_flipped_advantages_do_not_raise_the_reward(algo, tiny_model_dir, tmp_path, monkeypatch):
-    import rewardlab.train
+    import rewardlab.train.loop
 
-    monkeypatch.setattr(rewardlab.train, "_ADVANTAGE_SIGN", -1.0)
+    monkeypatch.setattr(rewardlab.train.loop, "_ADVANTAGE_SIGN", -1.0)
     curve = run(tmp_path, tiny_model_dir, algo, "letters")
     assert change(curve) <= FLAT, f"{algo}: letters score rose with negated advantages: {show(curve)}"
 

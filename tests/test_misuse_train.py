@@ -107,8 +107,8 @@ def fake_run(run_dir: Path, args: list[str], step: int = 1) -> None:
     """A run directory with one complete checkpoint of the settings ``args`` would build."""
     import torch
 
-    from rewardlab.checkpoint import COMPLETE_MARKER, STATE_FILE, checkpoint_dir
-    from rewardlab.config import build_config, parse_overrides, to_dict
+    from rewardlab.train.checkpoint import COMPLETE_MARKER, STATE_FILE, checkpoint_dir
+    from rewardlab.train.config import build_config, parse_overrides, to_dict
 
     cfg = build_config(None, parse_overrides(args[1:]))
     ckpt = checkpoint_dir(run_dir, step)
@@ -176,8 +176,8 @@ def test_a_model_that_fails_to_load_leaves_no_run_folder(tmp_path):
 
 def test_typo_model_next_to_an_existing_default_run_says_does_not_exist(tmp_path):
     """The default run directory names the model, so a typo'd --model is not taken for a resume."""
-    from rewardlab.config import TrainConfig
-    from rewardlab.train import _run_name
+    from rewardlab.train.config import TrainConfig
+    from rewardlab.train.runtime import _run_name
 
     default = Path("runs") / _run_name(TrainConfig())
     assert default.name == "gspo-arith-SmolLM2-135M-Instruct"
@@ -220,7 +220,7 @@ def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, str]:
 
 
 def test_ctrl_c_finishes_the_step_saves_and_exits_130(tiny_model_dir, tmp_path):
-    from rewardlab.checkpoint import latest_checkpoint
+    from rewardlab.train.checkpoint import latest_checkpoint
 
     out = tmp_path / "run"
     args = train_args(tiny_model_dir, out, steps=50, save_every=1000, reward="test_misuse_train.sigint_at_step2")

@@ -94,7 +94,7 @@ REQUIRED = ["reward/mean", "reward/std", "frac_zero_std_groups", "response_len/m
 def test_every_algo_runs_two_steps(algo, tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from rewardlab.checkpoint import latest_checkpoint, load_trainer_state
+    from rewardlab.train.checkpoint import latest_checkpoint, load_trainer_state
 
     out = tmp_path / algo
     extra = {"plots": "true"} if algo == "gspo" else {}
@@ -243,7 +243,10 @@ def test_resume_equals_straight_run(tiny_model_dir, tmp_path):
     a, b = strip(read_jsonl(straight / "metrics.jsonl")), strip(read_jsonl(split / "metrics.jsonl"))
     assert [r["step"] for r in b] == [1, 2, 3, 4]
     assert a == b
-    assert read_jsonl(straight / "rollouts.jsonl") == read_jsonl(split / "rollouts.jsonl")
+    def untimed(rows: list[dict]) -> list[dict]:  # the reward pool's timings are measurements, not state
+        return [{**r, "info": {k: v for k, v in r["info"].items() if k not in ("wall_s", "cpu_s")}} for r in rows]
+
+    assert untimed(read_jsonl(straight / "rollouts.jsonl")) == untimed(read_jsonl(split / "rollouts.jsonl"))
     wa = load_file(straight / "checkpoints" / "step-000004" / "model.safetensors")
     wb = load_file(split / "checkpoints" / "step-000004" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(bool((wa[k] == wb[k]).all()) for k in wa)
@@ -265,7 +268,7 @@ def test_bad_input_is_one_line_error(tiny_model_dir, tmp_path):
 
 @pytest.mark.slow
 def test_sigkill_mid_run_resumes_from_last_complete_checkpoint(tiny_model_dir, tmp_path):
-    from rewardlab.checkpoint import latest_checkpoint, list_checkpoints
+    from rewardlab.train.checkpoint import latest_checkpoint, list_checkpoints
 
     out = tmp_path / "killed"
     args = base_args(tiny_model_dir, out, algo="gspo", steps=200, save_every=1, keep_checkpoints=0)
@@ -299,7 +302,7 @@ def test_sigkill_mid_run_resumes_from_last_complete_checkpoint(tiny_model_dir, t
 
 @pytest.mark.slow
 def test_ctrl_c_saves_and_exits_cleanly(tiny_model_dir, tmp_path):
-    from rewardlab.checkpoint import latest_checkpoint
+    from rewardlab.train.checkpoint import latest_checkpoint
 
     out = tmp_path / "interrupted"
     args = base_args(tiny_model_dir, out, algo="grpo", steps=500, save_every=1000)
@@ -317,7 +320,7 @@ def test_ctrl_c_saves_and_exits_cleanly(tiny_model_dir, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, output[-2000:]
+    assert proc.returncode == 130, output[-2000:]  # Ctrl-C: saved, then the shell's 128 + SIGINT
     assert "stopping after this step" in output
     steps = [m["step"] for m in read_jsonl(out / "metrics.jsonl")]
     assert latest_checkpoint(out).name == f"step-{steps[-1]:06d}" and steps[-1] < 500

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from rewardlab.train import (
+from rewardlab.train.logprobs import (
     FrozenPrefix,
-    PromptStream,
-    Sample,
     decoder_blocks,
     freeze_to_top_layers,
     pad_batch,
     shared_prompt_logprobs,
     token_logprobs,
 )
+from rewardlab.train.runtime import PromptStream, Sample
 
 
 def _sample(prompt_ids, token_ids, group=0):
@@ -122,7 +121,7 @@ class _LogprobEngine:
     def generate(self, prompts, n, sampling):
         import dataclasses
 
-        from rewardlab.vllm_engine import VLLMCompletion
+        from rewardlab.rollout.vllm import VLLMCompletion
 
         out = []
         for c in self.hf.generate(prompts, n, sampling):
@@ -140,8 +139,8 @@ class _LogprobEngine:
 def test_rollout_logprob_mismatch_is_logged_and_not_used_as_old_logp(tiny_model_dir, tmp_path, monkeypatch):
     import json
 
-    from rewardlab import rollout
-    from rewardlab.config import build_config
+    from rewardlab.rollout import Collectives
+    from rewardlab.train import build_config, loop
     from rewardlab.train import train
 
     engines = []
@@ -151,7 +150,7 @@ def test_rollout_logprob_mismatch_is_logged_and_not_used_as_old_logp(tiny_model_
         engines.append(_LogprobEngine(model, tokenizer, **kw))
         return engines[-1]
 
-    monkeypatch.setattr(rollout, "make_engine", fake_make_engine)
+    monkeypatch.setattr(loop, "make_engine", fake_make_engine)
     cfg = build_config(None, {
         "model": str(tiny_model_dir), "output_dir": str(tmp_path / "run"), "algo": "grpo", "rollout": "vllm",
         "vllm_gpu_memory_utilization": "0.5", "steps": "1", "prompts_per_step": "2", "group_size": "2",
@@ -159,7 +158,9 @@ def test_rollout_logprob_mismatch_is_logged_and_not_used_as_old_logp(tiny_model_
         "plots": "false", "task_limit": "8",
     })
     train(cfg)
-    assert engines[0].kw == {"gpu_memory_utilization": 0.5, "enable_sleep_mode": False, "seed": 0}
+    kw = dict(engines[0].kw)
+    assert isinstance(kw.pop("collectives"), Collectives)  # the trainer lends the engine its process group
+    assert kw == {"gpu_memory_utilization": 0.5, "enable_sleep_mode": False, "seed": 0}
     (m,) = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     off = _LogprobEngine.OFFSET
     assert abs(m["rollout/logp_abs_diff"] - off) < 1e-3 and abs(m["rollout/logp_max_abs_diff"] - off) < 1e-3

@@ -1,25 +1,32 @@
-"""``rewardlab train``: GRPO / Dr. GRPO / DAPO / GSPO on a causal LM (see rewardlab/train.py).
+"""``rewardlab train``: GRPO / Dr. GRPO / DAPO / GSPO on a causal LM (the loop: rewardlab/train/loop.py).
 
     rewardlab train --algo gspo                                 # embedded default, CPU, offline
     rewardlab train --algo dapo --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k --lr 1e-6
     rewardlab train --config run.yaml --steps 50                # YAML file, then overrides
 
-Every field of :class:`rewardlab.config.TrainConfig` is a ``--key value`` option (listed by
-``--help``). Rerunning the same command with the same ``--output-dir`` resumes; a second run on a
-directory in use is refused. Ctrl-C finishes the step, saves a checkpoint and exits 130 (SIGTERM:
-143); a second Ctrl-C aborts without saving.
+Every field of :class:`rewardlab.train.TrainConfig` is a ``--key value`` option (listed by
+``--help``; the algorithm fields come from ``rewardlab.algos.Algo``). Rerunning the same command
+with the same ``--output-dir`` resumes; a second run on a directory in use is refused. Ctrl-C
+finishes the step, saves a checkpoint and exits 130 (SIGTERM: 143); a second Ctrl-C aborts without
+saving. ``--eval-before-after gsm8k,math500`` is composed here: the eval suite runs on the base
+model once the trainer is set up (a fresh run only) and on the last checkpoint after training.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from rewardlab.errors import RewardlabError
+from rewardlab.eval import run_eval
+from rewardlab.train import Interrupted, TrainConfig, build_config, parse_overrides, set_threads
+from rewardlab.train import train as run_training
+from rewardlab.train.checkpoint import checkpoint_dir
+from rewardlab.train.config import field_docs
 
 
 def _epilog() -> str:
-    from rewardlab.config import TrainConfig, field_docs
-
     defaults = TrainConfig()
     lines = ["\b", "All settings (--key value, or key: value in --config YAML):"]
     for name, doc in field_docs().items():
@@ -42,8 +49,6 @@ def _epilog() -> str:
 def train(ctx: click.Context, config_path: str | None, algo: str | None, model: str | None, task: str | None,
           steps: int | None, output_dir: str | None) -> None:
     """Train a causal LM with GRPO, Dr. GRPO, DAPO or GSPO."""
-    from rewardlab.config import build_config, parse_overrides
-
     overrides: dict[str, object] = {}
     for key, value in (("algo", algo), ("model", model), ("task", task), ("steps", steps), ("output_dir", output_dir)):
         if value is not None:
@@ -51,14 +56,16 @@ def train(ctx: click.Context, config_path: str | None, algo: str | None, model: 
     args = [a for a in ctx.args if a != "--debug"]
     overrides.update(parse_overrides(args))
     cfg = build_config(config_path, overrides)
-    # The thread count must be fixed before torch starts its pools: set it before importing the loop.
-    from rewardlab.train import set_threads
+    set_threads(cfg.threads)  # before torch does any work
+    started: list[Path] = []  # the main rank's run directory, once training has started
 
-    set_threads(cfg.threads)
-    from rewardlab.train import Interrupted, train as run
+    def on_start(run_dir: Path, start_step: int) -> None:
+        started.append(run_dir)
+        if cfg.eval_before_after and start_step == 0:
+            _eval(cfg, run_dir / "eval" / "before", cfg.model or "default")
 
     try:
-        run(cfg)
+        run_dir = run_training(cfg, on_start=on_start)
     except RewardlabError:
         raise
     except Interrupted as e:  # Ctrl-C / SIGTERM after the step and its checkpoint: 130 / 143
@@ -66,3 +73,12 @@ def train(ctx: click.Context, config_path: str | None, algo: str | None, model: 
         raise SystemExit(e.exit_code) from None
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None
+    if cfg.eval_before_after and started:
+        _eval(cfg, run_dir / "eval" / "after", str(checkpoint_dir(run_dir, cfg.steps)))
+
+
+def _eval(cfg: TrainConfig, out_dir: Path, model_ref: str) -> None:
+    """Run the eval suite of ``--eval-before-after`` on ``model_ref`` into ``out_dir``."""
+    suite = [s.strip() for s in str(cfg.eval_before_after).split(",") if s.strip()]
+    print(f"eval {','.join(suite)} on {model_ref} -> {out_dir}", flush=True)
+    run_eval(None if model_ref == "default" else model_ref, suite, out_dir, limit=cfg.eval_limit)

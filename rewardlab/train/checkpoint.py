@@ -8,19 +8,24 @@ killed at any moment (even SIGKILL) leaves either the previous checkpoints alone
 one, never a half-written folder that resume would pick up. Leftover temporary folders are removed
 on the next start.
 
-    from rewardlab.checkpoint import latest_checkpoint, save_checkpoint
+    from rewardlab.train.checkpoint import latest_checkpoint, save_checkpoint
     save_checkpoint(run_dir, step, model, tokenizer, trainer_state)
     ckpt = latest_checkpoint(run_dir)            # None, or the newest *complete* step folder
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import shutil
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
 
 from rewardlab.errors import RewardlabError
 
@@ -99,9 +104,6 @@ def _fsync_dir(path: Path) -> None:
 
 def rng_state() -> dict[str, Any]:
     """Python, NumPy, torch (and CUDA) RNG states."""
-    import numpy as np
-    import torch
-
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
@@ -114,9 +116,6 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     """Restore what :func:`rng_state` captured."""
-    import numpy as np
-    import torch
-
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -135,13 +134,10 @@ def save_checkpoint(
     keep: int = 0,
 ) -> Path:
     """Write step ``step``'s checkpoint atomically and return its folder.
-
     ``trainer_state`` is pickled with ``torch.save`` (optimizer and scheduler state dicts, RNG
     states, data position, step...). ``state_dict`` overrides the weights to save (a gathered full
     state dict under FSDP). ``keep > 0`` deletes all but the newest ``keep`` complete checkpoints.
     """
-    import torch
-
     final = checkpoint_dir(run_dir, step)
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
@@ -172,8 +168,6 @@ def save_checkpoint(
 
 def load_trainer_state(ckpt: str | os.PathLike) -> dict[str, Any]:
     """Read ``trainer_state.pt`` of a complete checkpoint; refuse a partial one."""
-    import torch
-
     p = Path(ckpt)
     if not is_complete(p):
         raise RewardlabError(f"{p} is not a complete checkpoint (no {COMPLETE_MARKER} marker); it cannot be resumed")
@@ -182,11 +176,6 @@ def load_trainer_state(ckpt: str | os.PathLike) -> dict[str, Any]:
 
 def load_weights(model: Any, ckpt: str | os.PathLike) -> None:
     """Load a checkpoint's safetensors weights into ``model`` in place (any sharding of the files)."""
-    import json
-
-    import torch
-    from safetensors.torch import load_file
-
     p = Path(ckpt)
     index = p / "model.safetensors.index.json"
     files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]

@@ -3,16 +3,20 @@
 Every knob of ``rewardlab train`` is a field of :class:`TrainConfig` with a one-line docstring
 (``rewardlab train --help`` lists them). Values come, in order of precedence, from the command line
 (``--lr 2e-5`` or ``--lr=2e-5``; dashes and underscores are interchangeable), a YAML file
-(``--config run.yaml``), the algorithm preset (``--algo``), and the defaults below. Fields left at
-``None`` mean "use the preset's value".
+(``--config run.yaml``), the algorithm preset (``--algo``), and the defaults below.
+
+The algorithm settings are not declared here: every field of :class:`rewardlab.algos.Algo` becomes
+an optional field of :class:`TrainConfig` (``--eps-high 0.3``; ``None`` = the preset's value), with
+the ``Algo`` field's docstring as its help. Adding an algorithm field is one line in ``algos.Algo``
+plus its use.
 
 The batch arithmetic that trips people up (prompts vs completions vs mini-batches vs micro-batches,
 per rank or global) is computed once by :func:`derive`, validated with a message that says which
 numbers to change, printed at start-up and saved with the run::
 
-    from rewardlab.config import TrainConfig, derive
+    from rewardlab.train.config import TrainConfig, derive
     cfg = TrainConfig(algo="gspo", prompts_per_step=8, group_size=4)
-    sizes = derive(cfg, world_size=1)
+    sizes = derive(cfg, world_size=1)      # GSPO: 4 optimizer steps per rollout (its mini_batches)
     print(sizes.describe())
 """
 
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
+import inspect
 import os
 import re
 import typing
@@ -27,16 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardlab.errors import RewardlabError
+import yaml
 
-ALGOS = ("grpo", "dr_grpo", "dapo", "gspo")
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-KL_KINDS = ("k1", "k2", "k3", "k1+", "k3+")
+from rewardlab import algos
+from rewardlab.algos import ALGOS, Algo
+from rewardlab.errors import RewardlabError
+from rewardlab.models import check_model, resolve_device
 
 
 @dataclass
-class TrainConfig:
-    """Everything a training run needs. ``None`` on an algorithm field means "the preset's value"."""
+class _Settings:
+    """The run settings that are not algorithm fields (those come from ``algos.Algo``, below)."""
 
     # --- what to train ---
     algo: str = "gspo"
@@ -56,11 +63,7 @@ class TrainConfig:
     format_weight: float = 0.0
     """Weight of the 'format' reward component (0 = off)."""
     overlong_weight: float | None = None
-    """Weight of DAPO's soft overlong penalty added to the reward (None = preset: 1.0 for dapo, else off)."""
-    overlong_cache: int | None = None
-    """Soft-punish buffer L_cache in tokens (None = a quarter of max_new_tokens)."""
-    overlong_filter: bool = False
-    """Mask out (loss weight 0) completions that hit max_new_tokens without EOS."""
+    """Shorthand for DAPO's soft overlong penalty: > 0 sets overlong on with overlong_factor = this weight, 0 sets it off (None = preset)."""
     reward_deadline: float = 5.0
     """Per-completion grading deadline in seconds (a timeout scores as a failure, never a hang)."""
     reward_workers: int | None = None
@@ -73,8 +76,6 @@ class TrainConfig:
     """Prompts per training step (global, across ranks)."""
     group_size: int = 4
     """Completions sampled per prompt (G)."""
-    mini_batches: int | None = None
-    """Optimizer steps per rollout batch per epoch (None = preset: 4 for gspo, else 1)."""
     epochs: int = 1
     """Passes over each rollout batch."""
     micro_batch_size: int = 8
@@ -116,27 +117,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
 
-    # --- algorithm overrides (None = preset) ---
-    advantage: str | None = None
-    """Advantage scale: std (group z-score) or none (r - mean)."""
-    ratio: str | None = None
-    """Importance ratio level: token or sequence."""
-    eps_low: float | None = None
-    """Lower clip range."""
-    eps_high: float | None = None
-    """Upper clip range."""
-    clip_ratio_c: float | None = None
-    """Dual-clip constant (> 1), None = off."""
-    agg: str | None = None
-    """Loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm."""
-    beta: float | None = None
-    """KL coefficient to the reference model (0 = no reference model)."""
-    kl: str | None = None
-    """KL estimator: k1, k2, k3, k1+, k3+."""
-    entropy_coef: float = 0.0
-    """Entropy bonus coefficient."""
-    dynamic_sampling: bool | None = None
-    """DAPO dynamic sampling: drop zero-variance groups and regenerate (None = preset)."""
+    # --- algorithm overrides: every algos.Algo field, added below as an optional field (None = preset) ---
     max_gen_batches: int = 4
     ("Dynamic sampling's generation-round budget per step. Trade-off: each round is a full rollout, so a step "
      "costs up to this many (num_gen_batches, completions/generated); when the budget runs out before "
@@ -175,25 +156,35 @@ class TrainConfig:
     """Problems per benchmark for --eval-before-after."""
 
 
-def field_docs() -> dict[str, str]:
-    """Field name -> one-line docstring, read from this module's source."""
-    import inspect
-
-    src = inspect.getsource(TrainConfig)
-    tree = ast.parse(src)
-    cls = tree.body[0]
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """Field name -> the string literal under it in ``cls``'s source (its one-line docstring)."""
+    body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    body = cls.body  # type: ignore[attr-defined]
     for node, nxt in zip(body, body[1:]):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(nxt, ast.Expr)
-            and isinstance(nxt.value, ast.Constant)
-            and isinstance(nxt.value.value, str)
-        ):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
             docs[node.target.id] = nxt.value.value.strip()
     return docs
+
+
+ALGO_FIELDS: tuple[str, ...] = algos.FIELDS
+"""The TrainConfig fields that override the preset: exactly ``algos.Algo``'s fields."""
+
+_ALGO_TYPES = typing.get_type_hints(Algo)
+TrainConfig = dataclasses.make_dataclass(
+    "TrainConfig",
+    [(name, _ALGO_TYPES[name] | None, dataclasses.field(default=None)) for name in ALGO_FIELDS],
+    bases=(_Settings,),
+)
+TrainConfig.__module__ = __name__
+TrainConfig.__doc__ = """Everything a training run needs: the settings above plus one optional field per
+``algos.Algo`` field (``None`` = the preset's value)."""
+
+
+def field_docs() -> dict[str, str]:
+    """Field name -> one-line docstring (the run settings', then the algorithm fields' from ``algos.Algo``)."""
+    algo_docs = _attribute_docs(Algo)
+    return {**_attribute_docs(_Settings), **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}}
 
 
 _HINTS: dict[str, Any] | None = None
@@ -251,8 +242,6 @@ def _coerce(name: str, value: Any) -> Any:
 def _check_name(name: str) -> str:
     key = name.replace("-", "_")
     if key not in _hints():
-        import difflib
-
         close = difflib.get_close_matches(key, list(_hints()), n=1)
         hint = f" (did you mean --{close[0].replace('_', '-')}?)" if close else ""
         raise RewardlabError(f"unknown setting {name!r}{hint}; `rewardlab train --help` lists them")
@@ -292,8 +281,6 @@ def parse_overrides(args: list[str]) -> dict[str, str]:
 
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     """Read a YAML config file into a plain dict of known fields."""
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise RewardlabError(f"config file {str(p)!r} not found")
@@ -328,10 +315,6 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 def validate(cfg: TrainConfig) -> None:
     """Reject settings that cannot work, with a message that says what to change."""
     _choice("algo", cfg.algo, ALGOS)
-    _choice("agg", cfg.agg, AGGREGATIONS)
-    _choice("kl", cfg.kl, KL_KINDS)
-    _choice("advantage", cfg.advantage, ("std", "none"))
-    _choice("ratio", cfg.ratio, ("token", "sequence"))
     _choice("rollout", cfg.rollout, ("hf", "vllm"))
     _choice("dtype", cfg.dtype, ("auto", "float32", "bfloat16", "float16"))
     positive = ("steps", "prompts_per_step", "group_size", "epochs", "micro_batch_size", "max_new_tokens",
@@ -339,18 +322,12 @@ def validate(cfg: TrainConfig) -> None:
     for name in positive:
         if getattr(cfg, name) < 1:
             raise RewardlabError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.mini_batches is not None and cfg.mini_batches < 1:
-        raise RewardlabError(f"--mini-batches must be >= 1, got {cfg.mini_batches}")
     if cfg.lr <= 0:
         raise RewardlabError(f"--lr must be > 0, got {cfg.lr}")
     if cfg.temperature <= 0:
         raise RewardlabError("--temperature must be > 0 (training needs sampled completions)")
     if not 0 < cfg.vllm_gpu_memory_utilization <= 1:
         raise RewardlabError(f"--vllm-gpu-memory-utilization must be in (0, 1], got {cfg.vllm_gpu_memory_utilization}")
-    if cfg.clip_ratio_c is not None and cfg.clip_ratio_c <= 1:
-        raise RewardlabError(f"--clip-ratio-c must be > 1, got {cfg.clip_ratio_c}")
-    if cfg.beta is not None and cfg.beta < 0:
-        raise RewardlabError(f"--beta must be >= 0, got {cfg.beta}")
     if cfg.train_top_layers < 0 or cfg.warmup_steps < 0 or cfg.keep_checkpoints < 0:
         raise RewardlabError("--train-top-layers, --warmup-steps and --keep-checkpoints must be >= 0")
     if cfg.overlong_cache is not None and not 0 < cfg.overlong_cache < cfg.max_new_tokens:
@@ -361,33 +338,20 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError(f"--threads must be >= 1, got {cfg.threads}")
     if not _DEVICE_RE.match(str(cfg.device).strip().lower()):
         raise RewardlabError(f"--device {cfg.device!r}: expected cpu, cuda, cuda:N or auto")
+    resolve_algo(cfg)  # every algorithm field, checked once, by algos.Algo.check
 
 
-def resolve_algo(cfg: TrainConfig) -> dict[str, Any]:
-    """The algorithm settings in force: ``algos.preset(cfg.algo)`` with every non-None override applied,
-    plus ``overlong_cache`` (tokens) for DAPO's soft overlong punishment."""
-    from rewardlab import algos
-
-    if cfg.algo not in ALGOS:
-        raise RewardlabError(f"unknown algo {cfg.algo!r}; choose one of: {', '.join(ALGOS)}")
-    overrides: dict[str, Any] = {}
-    for name in ("advantage", "ratio", "eps_low", "eps_high", "clip_ratio_c", "agg", "beta", "kl",
-                 "mini_batches", "dynamic_sampling"):
-        value = getattr(cfg, name)
-        if value is not None:
-            overrides[name] = value
-    if cfg.clip_ratio_c is None and cfg.algo != "gspo":
-        overrides.pop("clip_ratio_c", None)
-    overrides["entropy_coef"] = cfg.entropy_coef
-    if cfg.overlong_filter:
-        overrides["overlong_filter"] = True
+def resolve_algo(cfg: TrainConfig) -> Algo:
+    """The algorithm in force: preset ``cfg.algo`` with every non-None algorithm field of ``cfg``
+    applied (``overlong_weight`` as its shorthand), and ``overlong_cache`` resolved to tokens."""
+    overrides = {name: getattr(cfg, name) for name in ALGO_FIELDS if getattr(cfg, name) is not None}
     if cfg.overlong_weight is not None:
         overrides["overlong"] = cfg.overlong_weight > 0
         if cfg.overlong_weight > 0:
             overrides["overlong_factor"] = cfg.overlong_weight
-    algo = algos.preset(cfg.algo, **overrides)
-    algo["overlong_cache"] = cfg.overlong_cache or max(1, cfg.max_new_tokens // 4)
-    return algo
+    if overrides.get("overlong_cache") is None:
+        overrides["overlong_cache"] = max(1, cfg.max_new_tokens // 4)
+    return algos.get(cfg.algo, **overrides)
 
 
 @dataclass
@@ -423,8 +387,10 @@ class Derived:
 
 
 def derive(cfg: TrainConfig, *, world_size: int = 1, mini_batches: int | None = None) -> Derived:
-    """Compute and check the batch arithmetic; ``mini_batches`` is the resolved value (preset or override)."""
-    mb = mini_batches if mini_batches is not None else (cfg.mini_batches or 1)
+    """Compute and check the batch arithmetic. ``mini_batches`` defaults to the algorithm's in force
+    (the preset's, or ``--mini-batches``): ``derive(TrainConfig(algo="gspo"))`` has 4 optimizer steps
+    per rollout, as a GSPO run does."""
+    mb = mini_batches if mini_batches is not None else resolve_algo(cfg).mini_batches
     completions = cfg.prompts_per_step * cfg.group_size
     if cfg.prompts_per_step % world_size:
         raise RewardlabError(
@@ -444,7 +410,7 @@ def derive(cfg: TrainConfig, *, world_size: int = 1, mini_batches: int | None = 
     per_rank = per_mini // world_size
     micro = min(cfg.micro_batch_size, per_rank)
     n_micro = -(-per_rank // micro)
-    opt_per_rollout = mb * cfg.epochs
+    opt_per_rollout = algos.optimizer_steps_per_rollout({"mini_batches": mb}, cfg.epochs)
     return Derived(
         world_size=world_size,
         prompts_per_step=cfg.prompts_per_step,
@@ -467,10 +433,8 @@ def to_dict(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def save_yaml(path: str | os.PathLike, cfg: TrainConfig, *, derived: Derived | None = None,
-              algo: dict[str, Any] | None = None) -> None:
+              algo: Algo | dict[str, Any] | None = None) -> None:
     """Write the resolved config (plus derived sizes and the algorithm settings in force) as YAML."""
-    import yaml
-
     data = to_dict(cfg)
     extra: dict[str, Any] = {}
     if derived is not None:
@@ -510,60 +474,9 @@ def describe_diff(diff: list[tuple[str, Any, Any]]) -> str:
 
 
 _DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
+"""A device spelling (checked without importing torch; ``models.resolve_device`` checks the device itself)."""
 
 
-def resolve_device(device: str) -> str:
-    """The device a run will use (``auto`` -> ``cuda`` when available, else ``cpu``), checked now.
-
-    ``--device cuda`` on a machine without a usable GPU, ``cuda:3`` with two GPUs or a misspelt
-    device type is a one-line :class:`RewardlabError`, raised before any model is loaded.
-    """
-    import torch
-
-    spec = str(device).strip().lower()
-    if spec == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if not _DEVICE_RE.match(spec):
-        raise RewardlabError(f"--device {device!r}: expected cpu, cuda, cuda:N or auto")
-    try:
-        dev = torch.device(spec)
-    except (RuntimeError, ValueError):
-        raise RewardlabError(f"--device {device!r}: not a device torch knows; use cpu, cuda, cuda:N or auto") from None
-    if dev.type == "cpu":
-        return "cpu"
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            why = ("this torch build has no CUDA support" if torch.version.cuda is None
-                   else "no CUDA GPU is visible" + (f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r})"
-                                                     if "CUDA_VISIBLE_DEVICES" in os.environ else ""))
-            raise RewardlabError(f"--device {device}: CUDA is not available here ({why}); use --device cpu or auto")
-        count = torch.cuda.device_count()
-        if dev.index is not None and dev.index >= count:
-            raise RewardlabError(f"--device {device}: this machine has {count} CUDA device(s), numbered 0..{count - 1}")
-        return spec
-    backend = getattr(torch.backends, dev.type, None) if dev.type == "mps" else getattr(torch, dev.type, None)
-    available = getattr(backend, "is_available", None)
-    if callable(available) and not available():
-        raise RewardlabError(f"--device {device}: {dev.type} is not available here; use --device cpu or auto")
-    return spec
-
-
-def check_model(model: str | None) -> None:
-    """Fail now, with one line, on a model reference that cannot load: a missing local path or a
-    folder that is no ``save_pretrained`` model. Hub ids and the default model pass (loading decides)."""
-    if model is None or str(model) == "default":
-        return
-    from rewardlab.models import _looks_like_path
-
-    name = str(model)
-    path = Path(name).expanduser()
-    if path.exists():
-        if not path.is_dir() or not (path / "config.json").is_file():
-            raise RewardlabError(f"{name} is not a model folder (expected a save_pretrained folder with config.json)")
-    elif _looks_like_path(name):
-        raise RewardlabError(f"model path {name} does not exist")
-
-
-__all__ = ["TrainConfig", "Derived", "build_config", "derive", "field_docs", "parse_overrides", "resolve_algo",
-           "save_yaml", "to_dict", "validate", "settings_differ", "settings_diff", "describe_diff", "resolve_device",
-           "check_model", "ALGOS"]
+__all__ = ["ALGO_FIELDS", "ALGOS", "TrainConfig", "Derived", "build_config", "derive", "field_docs", "parse_overrides",
+           "resolve_algo", "save_yaml", "to_dict", "validate", "settings_differ", "settings_diff", "describe_diff",
+           "resolve_device", "check_model"]

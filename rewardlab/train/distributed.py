@@ -50,6 +50,10 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_optimizer_state_dict,
+                                                     set_optimizer_state_dict)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from rewardlab.errors import RewardlabError
 
@@ -82,7 +86,6 @@ __all__ = [
 @dataclass(frozen=True)
 class DistInfo:
     """Where this process sits in the job."""
-
     rank: int
     """Global rank, 0..world_size-1."""
     world_size: int
@@ -93,7 +96,6 @@ class DistInfo:
     """``cuda:<local_rank>`` when CUDA is available, else ``cpu``."""
     is_main: bool
     """True on global rank 0: the rank that logs, saves checkpoints and writes files."""
-
     @property
     def backend(self) -> str | None:
         """The process-group backend (``nccl`` / ``gloo``), or None in a single process."""
@@ -117,7 +119,6 @@ def _env_int(name: str, default: int) -> int:
 
 def init(*, backend: str | None = None, timeout_s: float = 1800.0) -> DistInfo:
     """Join the ``torchrun`` job (or describe the single process) and return this rank's DistInfo.
-
     Reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` (and, through ``env://``, ``MASTER_ADDR`` /
     ``MASTER_PORT``). With ``WORLD_SIZE`` > 1 it initialises the default process group with
     ``nccl`` on CUDA, else ``gloo``; ``backend`` overrides. Idempotent: later calls return the
@@ -253,7 +254,6 @@ def gather_objects(obj: T) -> list[T]:
 
 def shard(items: Sequence[T], info: DistInfo | None = None, *, even: bool = True) -> list[T]:
     """This rank's contiguous block of ``items`` (rank r gets block r, in order).
-
     With ``even=True`` (the default) ``len(items)`` must be divisible by the world size, so every
     rank does the same amount of work (FSDP needs equal forward counts). With ``even=False`` the
     first ``len % world`` ranks get one item more.
@@ -293,7 +293,6 @@ def wrap_model(
     reduce_dtype: torch.dtype | None = torch.float32,
 ) -> nn.Module:
     """Move ``model`` to this rank's device and, with more than one rank, shard it with FSDP2.
-
     ``torch.distributed.fsdp.fully_shard`` is applied to each decoder layer and then to the root
     (embeddings, final norm, LM head; tied embeddings stay tied), on a 1-D device mesh over all
     ranks. Works with nccl on GPUs and with gloo on CPU (checked on torch 2.13). Gradients are
@@ -302,9 +301,6 @@ def wrap_model(
     are kept in their own dtype for the optimizer and cast for forward/backward. The module is
     modified in place and returned; with one rank it is only moved to the device.
     """
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
     info = info or get_info()
     model = model.to(info.device)
     if info.world_size == 1:
@@ -325,15 +321,12 @@ def wrap_model(
 
 
 def _fsdp_modules(model: nn.Module) -> list[nn.Module]:
-    from torch.distributed.fsdp import FSDPModule
-
     return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
 
 @contextlib.contextmanager
 def gathered_params(model: nn.Module) -> Iterator[nn.Module]:
     """Keep an FSDP2 model's full parameters on every rank inside the block (collective on entry).
-
     Inside, forwards need no communication, so ranks may run different numbers of them (HF
     ``generate`` stops at EOS). On exit the parameters are resharded. A plain model passes through.
     Costs one full copy of the parameters per rank while open.
@@ -385,7 +378,6 @@ def optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer) -> 
     """The optimizer state keyed by parameter names (not ids) and unsharded, so a checkpoint
     resumes on any number of ranks. Collective under FSDP; complete on rank 0 (other ranks may get
     an empty dict), on CPU."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
     return get_optimizer_state_dict(
         model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -397,7 +389,6 @@ def load_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer
     FSDP: rank 0's ``state`` is broadcast and sharded, other ranks may pass ``{}``. Call it before
     training starts: a fresh optimizer's gradients are cleared first (torch initialises the
     optimizer state with one zero-gradient step)."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
     if not optimizer.state:
         optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,238 @@
+"""Model compute for the update: which parameters train, padded batches, response-token log-probs.
+
+    freeze_to_top_layers(model, n)      train the top n decoder blocks and the final norm only
+    pad_batch(samples, pad_id, device)  left-padded prompts + right-padded responses (B, P+R)
+    token_logprobs(model, batch)        log-probs (and entropy) of the response tokens, (B, R)
+    shared_prompt_logprobs(...)         the same numbers, each distinct prompt run once (KV cache gathered)
+    FrozenPrefix                        replay the frozen bottom blocks' output instead of recomputing it
+
+``samples`` are anything with ``group``, ``prompt_ids`` and ``token_ids`` (the loop's ``Sample``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from rewardlab.errors import RewardlabError
+
+
+def freeze_to_top_layers(model: Any, n: int) -> int:
+    """Train only the top ``n`` decoder blocks and the final norm (n = 0 trains everything).
+
+    Returns the number of trainable parameters. Embeddings and (tied) LM head stay frozen, which
+    keeps a CPU step cheap: the backward pass stops at the lowest trained block.
+    """
+    if n <= 0:
+        for p in model.parameters():
+            p.requires_grad_(True)
+        return sum(p.numel() for p in model.parameters())
+    blocks = decoder_blocks(model)
+    if blocks is None:
+        raise RewardlabError("--train-top-layers: cannot find the model's decoder blocks; use --train-top-layers 0")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for block in list(blocks)[-n:]:
+        for p in block.parameters():
+            p.requires_grad_(True)
+    base = getattr(model, "base_model", None) or getattr(model, "model", None)
+    norm = getattr(base, "norm", None) or getattr(base, "final_layernorm", None) or getattr(base, "ln_f", None)
+    if norm is not None:
+        for p in norm.parameters():
+            p.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def decoder_blocks(model: Any) -> Any:
+    """The model's stack of transformer blocks (the longest ``nn.ModuleList``), or None."""
+    blocks = None
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0 and (blocks is None or len(mod) > len(blocks)):
+            blocks = mod
+    return blocks
+
+
+class SkippedBlock(torch.nn.Module):
+    """Stands in for a frozen block whose output is replayed: returns its input."""
+
+    def forward(self, hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+        return hidden_states
+
+
+class FrozenPrefix:
+    """Compute the frozen bottom blocks once per step, not once per pass.
+
+    With ``--train-top-layers N`` the hidden states entering the lowest trained block depend only
+    on frozen weights, so they are the same for the old-log-prob pass and for every mini-batch and
+    epoch of the update. :meth:`capture` records them during the (no-grad) old-log-prob forward;
+    :meth:`replay` runs later forwards with the frozen blocks skipped and the recorded states fed
+    into the first trained block. On a CPU with 4 of 30 blocks trained this removes most of the
+    update's forward cost. Used only in one process with an off-policy step (where passes repeat).
+    """
+
+    def __init__(self, blocks: Any, n_top: int):
+        self.blocks = blocks
+        self.first = len(blocks) - n_top
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[list[Any]]:
+        out: list[Any] = []
+
+        def hook(module: Any, args: tuple, kwargs: dict) -> None:
+            out.append((args[0] if args else kwargs["hidden_states"]).detach())
+
+        handle = self.blocks[self.first].register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            yield out
+        finally:
+            handle.remove()
+
+    @contextlib.contextmanager
+    def replay(self, hidden: Any) -> Iterator[None]:
+        def hook(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+            if args:
+                return (hidden,) + tuple(args[1:]), kwargs
+            return args, {**kwargs, "hidden_states": hidden}
+
+        saved = [self.blocks._modules[str(i)] for i in range(self.first)]
+        handle = self.blocks[self.first].register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            skip = SkippedBlock()
+            for i in range(self.first):
+                self.blocks._modules[str(i)] = skip
+            yield
+        finally:
+            for i, mod in enumerate(saved):
+                self.blocks._modules[str(i)] = mod
+            handle.remove()
+
+
+def pad_batch(samples: list[Any], pad_id: int, device: Any) -> dict[str, Any]:
+    """Left-pad prompts and right-pad responses, so the response occupies the last R positions.
+
+    Returns ``input_ids``/``attention_mask``/``position_ids`` (B, P+R), ``response_ids`` and
+    ``response_mask`` (B, R). Position ids count real tokens only, as HF ``generate`` does with
+    left padding, so training log-probs match the sampling distribution.
+    """
+    P = max(len(s.prompt_ids) for s in samples)
+    R = max(1, max(len(s.token_ids) for s in samples))
+    B = len(samples)
+    ids = torch.full((B, P + R), pad_id, dtype=torch.long)  # (B, P+R)
+    attn = torch.zeros((B, P + R), dtype=torch.long)  # (B, P+R)
+    for i, s in enumerate(samples):
+        p, r = len(s.prompt_ids), len(s.token_ids)
+        ids[i, P - p : P] = torch.tensor(s.prompt_ids)
+        attn[i, P - p : P] = 1
+        if r:
+            ids[i, P : P + r] = torch.tensor(s.token_ids)
+            attn[i, P : P + r] = 1
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)  # (B, P+R)
+    return {
+        "input_ids": ids.to(device),
+        "attention_mask": attn.to(device),
+        "position_ids": pos.to(device),
+        "response_ids": ids[:, P:].to(device),  # (B, R)
+        "response_mask": attn[:, P:].float().to(device),  # (B, R)
+        "R": R,
+    }
+
+
+def token_logprobs(model: Any, batch: dict[str, Any], *, with_entropy: bool = False, autocast: Any = None):
+    """Log-probs of the response tokens under ``model`` (B, R), and optionally the entropy (B, R).
+
+    Only the last R+1 positions go through the LM head (``logits_to_keep``), which on a 49k-word
+    vocabulary is most of the saving over computing logits for the prompt too.
+    """
+    R = batch["R"]
+    ctx = autocast if autocast is not None else contextlib.nullcontext()
+    with ctx:
+        out = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            position_ids=batch["position_ids"],
+            logits_to_keep=R + 1,
+            use_cache=False,
+        )
+    logits = out.logits[:, :-1, :].float()  # (B, R, V): position t predicts response token t
+    lse = torch.logsumexp(logits, dim=-1)  # (B, R)
+    lp = torch.gather(logits, -1, batch["response_ids"].unsqueeze(-1)).squeeze(-1) - lse  # (B, R)
+    ent = None
+    if with_entropy:
+        probs = torch.softmax(logits, dim=-1)  # (B, R, V)
+        ent = lse - (probs * logits).sum(-1)  # (B, R)
+    return lp, ent
+
+
+def _cache_kwarg(model: Any) -> str:
+    """Name of the KV-cache argument of ``model.forward`` (``cache`` in transformers 5, else ``past_key_values``)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def shared_prompt_logprobs(model: Any, samples: list[Any], pad_id: int, device: Any, *,
+                           prefix: FrozenPrefix | None = None, autocast: Any = None, grad: bool = False,
+                           with_entropy: bool = False) -> tuple[Any, Any, Any]:
+    """Log-probs of the response tokens, running each distinct prompt once (not G times).
+
+    The G completions of a group share their prompt, and under causal attention the prompt's keys
+    and values do not depend on the completion. So the distinct prompts go through the model once
+    (U rows), their KV cache is gathered to the B rows, and only the responses are run on top of
+    it. Same numbers as :func:`token_logprobs` on :func:`pad_batch` (up to float rounding), at a
+    fraction of the cost when prompts are long and answers short. With ``grad=True`` gradients
+    flow through the gathered cache back into the shared prompt pass (each prompt's gradient is
+    the sum over its rows, as in the padded forward). Returns ``(logp (B, R), entropy (B, R) or
+    None, hidden)``; with ``prefix``, ``hidden`` is the input of the first trained block laid out
+    like ``pad_batch`` (B, P+R, H), for :meth:`FrozenPrefix.replay`; else None.
+    """
+    slot: dict[int, int] = {}
+    prompts: list[list[int]] = []
+    for s in samples:
+        if s.group not in slot:
+            slot[s.group] = len(prompts)
+            prompts.append(s.prompt_ids)
+    idx = torch.tensor([slot[s.group] for s in samples], device=device)  # (B,) row -> distinct prompt
+    P = max(len(p) for p in prompts)
+    R = max(1, max(len(s.token_ids) for s in samples))
+    U, B = len(prompts), len(samples)
+    pids = torch.full((U, P), pad_id, dtype=torch.long)  # (U, P) left-padded
+    pmask = torch.zeros((U, P), dtype=torch.long)  # (U, P)
+    for u, p in enumerate(prompts):
+        pids[u, P - len(p):] = torch.tensor(p)
+        pmask[u, P - len(p):] = 1
+    rids = torch.full((B, R), pad_id, dtype=torch.long)  # (B, R) right-padded
+    rmask = torch.zeros((B, R), dtype=torch.long)  # (B, R)
+    for i, s in enumerate(samples):
+        if s.token_ids:
+            rids[i, : len(s.token_ids)] = torch.tensor(s.token_ids)
+            rmask[i, : len(s.token_ids)] = 1
+    pids, pmask, rids, rmask = pids.to(device), pmask.to(device), rids.to(device), rmask.to(device)
+    full_mask = torch.cat([pmask[idx], rmask], dim=1)  # (B, P+R)
+    pos = (full_mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+R)
+    key = _cache_kwarg(model)
+    ctx = autocast if autocast is not None else contextlib.nullcontext()
+    grad_ctx = contextlib.nullcontext() if grad else torch.no_grad()
+    with grad_ctx, (prefix.capture() if prefix else contextlib.nullcontext([])) as cap, ctx:
+        out = model(input_ids=pids, attention_mask=pmask, position_ids=(pmask.cumsum(-1) - 1).clamp(min=0),
+                    use_cache=True, logits_to_keep=1)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        cache.reorder_cache(idx)  # (U, ...) -> (B, ...): every row gets its prompt's keys/values
+        out2 = model(input_ids=rids, attention_mask=full_mask, position_ids=pos[:, P:], use_cache=True,
+                     **{key: cache})
+    first = out.logits[:, -1, :].float()[idx]  # (B, V): predicts the first response token
+    logits = torch.cat([first[:, None, :], out2.logits[:, :-1, :].float()], dim=1)  # (B, R, V)
+    lse = torch.logsumexp(logits, dim=-1)  # (B, R)
+    lp = torch.gather(logits, -1, rids.unsqueeze(-1)).squeeze(-1) - lse  # (B, R)
+    ent = None
+    if with_entropy:
+        ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # (B, R)
+    hidden = None
+    if prefix is not None and len(cap) == 2:
+        hidden = torch.cat([cap[0][idx], cap[1]], dim=1).detach()  # (B, P+R, H)
+    return lp, ent, hidden
+
+
+__all__ = ["FrozenPrefix", "decoder_blocks", "freeze_to_top_layers", "pad_batch", "shared_prompt_logprobs",
+           "token_logprobs"]

@@ -1,0 +1,80 @@
+"""The log stage: one ``metrics.jsonl`` row per step (the names are API: docs/algorithms.md)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from rewardlab import algos
+from rewardlab.train import distributed
+from rewardlab.train.runtime import Batch, Run, Sample, combine_mismatch, mean_or_none
+from rewardlab.train.update import Update
+
+
+def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step: float) -> dict[str, Any]:
+    """One metrics.jsonl row (names are API: docs/algorithms.md)."""
+    kept = batch.kept
+    lengths = [len(s.token_ids) for s in kept]
+    scores = [s.score for s in kept]
+    mean_r = mean_or_none(scores) or 0.0
+    metrics: dict[str, Any] = {
+        "reward/mean": mean_r,
+        "reward/std": math.sqrt(sum((x - mean_r) ** 2 for x in scores) / max(1, len(scores) - 1)),
+    }
+    for name in sorted({k for s in kept for k in s.components}):
+        metrics[f"rewards/{name}/mean"] = mean_or_none([float(s.components[name]) for s in kept
+                                                        if s.components.get(name) is not None])
+    metrics.update(reward_status_counts(batch.generated, run.main_reward))
+    metrics.update(gen_metrics(run, batch))
+    metrics.update({
+        "response_len/mean": mean_or_none([float(x) for x in lengths]),
+        "response_len/min": min(lengths),
+        "response_len/max": max(lengths),
+        "truncation_rate": sum(s.finish_reason == "length" for s in kept) / len(kept),
+        "overlong_penalty/mean": mean_or_none([s.overlong for s in kept]),
+    })
+    combined = algos.combine_metrics([m for part in distributed.gather_objects(update.loss_metrics) for m in part])
+    for k in ("loss", "pg_loss"):  # summed per optimizer step; report the mean over them
+        if k in combined:
+            combined[k] /= max(1, len(update.grad_norms))  # optimizer steps taken (fewer on a partial batch)
+    combined.pop("tokens", None)
+    combined.pop("seqs", None)
+    metrics.update(combined)
+    if update.mismatch_on:
+        metrics.update(combine_mismatch([x for part in distributed.gather_objects(update.mismatch) for x in part]))
+    metrics["grad_norm"] = mean_or_none(update.grad_norms)
+    metrics["lr"] = run.scheduler.get_last_lr()[0]
+    metrics.update(batch.timings)
+    metrics["time/step"] = time.perf_counter() - t_step
+    metrics["time/step_cpu"] = time.process_time() - cpu_step  # this process's CPU seconds (shared machines)
+    metrics["tokens/s"] = batch.generated_tokens / max(1e-9, batch.timings["time/generate"])
+    return metrics
+
+
+def reward_status_counts(samples: list[Sample], main_reward: str) -> dict[str, int]:
+    """``rewards/<component>/status/<status>``: how many generated completions (every generation round)
+    each component graded with each non-``ok`` status, the scheme of ``rewards.combine.reward_metrics``."""
+    counts: dict[str, int] = {}
+    for s in samples:
+        for name, info in (s.info.get("component_info") or {main_reward: s.info}).items():
+            status = str((info or {}).get("status", "ok"))
+            if status != "ok":
+                counts[f"rewards/{name}/status/{status}"] = counts.get(f"rewards/{name}/status/{status}", 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def gen_metrics(run: Run, batch: Batch) -> dict[str, Any]:
+    """What generation cost this step (it differs from a plain step only under dynamic sampling)."""
+    return {
+        "num_gen_batches": batch.gen_round,
+        "completions/generated": len(batch.generated),
+        "completions/kept": len(batch.kept),
+        "gen_budget_exhausted": int(len(batch.kept) < batch.target),
+        "skipped": int(not batch.kept),
+        "reward/generated_mean": mean_or_none([s.score for s in batch.generated]),
+        "frac_zero_std_groups": batch.groups_zero_std / max(1, batch.groups_seen),
+    }
+
+
+__all__ = ["gen_metrics", "reward_status_counts", "step_metrics"]
