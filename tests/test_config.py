@@ -130,6 +130,14 @@ def test_settings_diff_names_each_setting_with_old_and_new_value():
     assert describe_diff(settings_diff(to_dict(TrainConfig(beta=None)), TrainConfig(beta=0.0))) == "--beta None -> 0.0"
 
 
+def test_a_run_saved_with_explicit_preset_values_still_resumes():
+    from rewardlab.train.config import settings_diff
+
+    saved = {**to_dict(TrainConfig(algo="gspo")), "entropy_coef": 0.0, "overlong_filter": False}  # the old defaults
+    assert settings_diff(saved, TrainConfig(algo="gspo")) == []
+    assert settings_diff({**saved, "eps_high": 0.3}, TrainConfig(algo="gspo")) == [("eps_high", 0.3, None)]
+
+
 def test_device_is_checked_before_anything_heavy(monkeypatch):
     import torch
 

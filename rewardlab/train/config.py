@@ -455,9 +455,18 @@ _RESUME_FREE = {"steps", "output_dir", "progress", "plots", "tensorboard", "wand
 
 
 def settings_diff(saved: dict[str, Any], cfg: TrainConfig) -> list[tuple[str, Any, Any]]:
-    """``(name, saved value, value now)`` for each trajectory-changing setting that differs, by name."""
+    """``(name, saved value, value now)`` for each trajectory-changing setting that differs, by name.
+
+    An algorithm field left at None now and saved as the very value the preset gives it is no
+    difference (runs saved before those fields became optional wrote ``entropy_coef: 0.0``)."""
     now = to_dict(cfg)
-    return sorted((k, saved[k], v) for k, v in now.items() if k not in _RESUME_FREE and k in saved and saved[k] != v)
+    in_force = dict(resolve_algo(cfg)) if saved.get("algo") == cfg.algo else {}
+
+    def differs(k: str, old: Any, new: Any) -> bool:
+        return old != new and not (new is None and k in ALGO_FIELDS and k in in_force and in_force[k] == old)
+
+    return sorted((k, saved[k], v) for k, v in now.items()
+                  if k not in _RESUME_FREE and k in saved and differs(k, saved[k], v))
 
 
 def settings_differ(saved: dict[str, Any], cfg: TrainConfig) -> list[str]:
