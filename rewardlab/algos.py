@@ -107,7 +107,7 @@ class Algo(Mapping):
     dynamic_sampling: bool = False
     """DAPO dynamic sampling: drop zero-variance groups and generate again (budget: max_gen_batches)."""
     overlong: bool = False
-    """DAPO soft overlong punishment added to the reward (overlong_penalty)."""
+    """DAPO soft overlong punishment added to the reward (rewards.length.overlong_penalty)."""
     overlong_factor: float = 1.0
     """Size of the overlong penalty at max_new_tokens (its weight in the reward)."""
     overlong_cache: int | None = None
@@ -295,7 +295,12 @@ def dynamic_sampling_keep(scores: Tensor | Sequence[float], group_ids: Tensor | 
 def overlong_penalty(
     lengths: Tensor | Sequence[int], max_len: int, cache_len: int, factor: float = 1.0
 ) -> Tensor:
-    """DAPO's soft overlong punishment, to be added to each response's reward.
+    """DAPO's soft overlong punishment, to be added to each response's reward (tensor form).
+
+    ``rewardlab train`` and the ``Overlong`` reward use ``rewardlab.rewards.length.overlong_penalty``
+    (per completion, float64), the one implementation the trainer runs; this batch form stays for
+    code that holds a length tensor and for the tests that pin it to verl's numbers, and is to go
+    once its tests move to tests/test_length.py.
 
     ``penalty = min(-(n - (max_len - cache_len)) / cache_len * factor, 0)``: 0 up to
     ``max_len - cache_len`` tokens, falling linearly to ``-factor`` at ``max_len``. ``lengths`` are

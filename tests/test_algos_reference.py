@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from rewardlab import algos
+from rewardlab.rewards.length import overlong_penalty
 
 RTOL = 1e-6
 ATOL = 1e-12
@@ -193,3 +194,7 @@ def test_dapo_overlong_shaping():
     pen64 = algos.overlong_penalty(lengths64, block["max_resp_len(L_max)"], block["overlong_buffer_len(L_cache)"])
     assert pen64.dtype == F64
     close(pen64, block["overlong_reward"])
+    # the implementation rewardlab train and the Overlong reward run: the same numbers, per completion
+    one = [overlong_penalty(n, block["max_resp_len(L_max)"], block["overlong_buffer_len(L_cache)"],
+                            block["penalty_factor"]) for n in block["response_lengths"]]
+    close(torch.tensor(one, dtype=F64), block["overlong_reward"])

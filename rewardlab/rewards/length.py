@@ -25,7 +25,7 @@ from typing import Any
 
 from rewardlab.rewards.base import CheapReward, RewardResult, fast_part, get_reward, register
 
-__all__ = ["Overlong", "CosineLength", "RepetitionPenalty", "token_count"]
+__all__ = ["Overlong", "CosineLength", "RepetitionPenalty", "overlong_penalty", "token_count"]
 
 _LENGTH_KEYS = ("completion_tokens", "num_tokens", "response_length")
 
@@ -50,6 +50,19 @@ def _param(value: Any, meta: dict[str, Any], *keys: str) -> Any:
         if meta.get(k) is not None:
             return meta[k]
     return None
+
+
+def overlong_penalty(length: int, max_len: int, cache_len: int, factor: float = 1.0) -> float:
+    """DAPO's soft overlong punishment of one completion of ``length`` tokens (EOS included):
+    ``min(-(length - (max_len - cache_len)) / cache_len * factor, 0)``, computed in float64.
+
+    0 up to ``max_len - cache_len`` tokens, falling linearly to ``-factor`` at ``max_len``. The one
+    implementation of the shaping: the :class:`Overlong` reward and ``rewardlab train``'s DAPO
+    reward shaping both call it. Raises ``ValueError`` unless ``0 < cache_len <= max_len``.
+    """
+    _check_overlong(max_len, cache_len)
+    exceed = length - (max_len - cache_len)
+    return min(-exceed / cache_len * factor, 0.0) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 class Overlong(CheapReward):
@@ -86,9 +99,9 @@ class Overlong(CheapReward):
             _check_overlong(max_len, cache_len)
         except ValueError as e:
             return RewardResult(None, {"status": "config_error", "error": str(e)})
-        exceed = n - (max_len - cache_len)
-        penalty = min(-exceed / cache_len * self.factor, 0.0) + 0.0  # + 0.0 turns -0.0 into 0.0
-        return RewardResult(penalty, {"tokens": n, "max_len": max_len, "cache_len": cache_len, "exceed": max(exceed, 0)})
+        exceed = max(n - (max_len - cache_len), 0)
+        penalty = overlong_penalty(n, max_len, cache_len, self.factor)
+        return RewardResult(penalty, {"tokens": n, "max_len": max_len, "cache_len": cache_len, "exceed": exceed})
 
 
 def _check_overlong(max_len: int, cache_len: int) -> None:

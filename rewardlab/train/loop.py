@@ -45,6 +45,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.locks import FolderLock
 from rewardlab.logging import JsonlWriter, MetricsLogger, truncate_jsonl
 from rewardlab.plots import plot_run
+from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rewards.pool import prewarm, score_batch
 from rewardlab.rollout import Collectives, SamplingParams, format_prompt, make_engine
 from rewardlab.train import distributed
@@ -323,11 +324,10 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
     scored = [s for part in distributed.gather_objects(local) for s in part]  # every rank: all
     batch.generated_tokens += sum(len(s.token_ids) for s in scored)
     if algo.overlong and algo.overlong_factor > 0:  # --- DAPO: soft overlong punishment, added to the reward ---
-        lengths = torch.tensor([len(s.token_ids) for s in scored], dtype=torch.float32)  # (N,)
-        penalty = algos.overlong_penalty(lengths, cfg.max_new_tokens, algo.overlong_cache, factor=algo.overlong_factor)
-        for s, p in zip(scored, penalty.tolist()):
-            s.overlong = p
-            s.score += p
+        for s in scored:
+            s.overlong = overlong_penalty(len(s.token_ids), cfg.max_new_tokens, algo.overlong_cache,
+                                          algo.overlong_factor)
+            s.score += s.overlong
     batch.timings["time/reward"] += time.perf_counter() - t0
     return scored
 
