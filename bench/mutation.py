@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 .venv/bin/python bench/mutation.py algos passk math_values
     .venv/bin/python bench/mutation.py passk --keep           # keep the scratch copy (mutmut show/browse there)
     .venv/bin/python bench/mutation.py algos --fail-under 90  # exit 1 below 90% killed
+    .venv/bin/python bench/mutation.py --fail-on-new          # exit 1 on a survivor EQUIVALENT does not explain
 
 For each module it copies the project (``pyproject.toml``, ``rewardlab/``, ``tests/``, ``evals/``,
 ``sandbox/``) into a scratch folder outside the work tree, links ``../shared`` beside it, narrows
@@ -14,8 +15,12 @@ byte-identical before and after the run. ``math_values`` is restricted to the va
 (``scalars_equal``, ``_vals_equal``, ``_terminates_within``) unless ``--whole-file`` is given: the
 rest of that file is the LaTeX evaluator, which tests/test_math_reward.py covers through the reward.
 
-The scratch folder is deleted afterwards unless ``--keep``. The script lowers its own priority to
-nice 10 (for shared machines) and sets OMP_NUM_THREADS=1 for the test processes.
+Each survivor is checked against ``EQUIVALENT`` (mutants reviewed and found equivalent, with the
+reason) and printed as ``[equivalent: why]`` or ``[NEW]``: a new survivor is a test to write or an
+equivalence to argue. The scratch run skips tests/conftest.py (``--noconftest``: its session-wide
+reward pool would start again in every forked mutant). The scratch folder is deleted afterwards
+unless ``--keep``. The script lowers its own priority to nice 10 (for shared machines) and sets
+OMP_NUM_THREADS=1 for the test processes.
 """
 
 from __future__ import annotations
@@ -73,11 +78,67 @@ TARGETS: dict[str, Target] = {
 }
 
 
+# Survivors reviewed and found equivalent (no test can tell them from the original), matched by
+# (module, function, a fragment of the mutated line). Anything not matched is printed as NEW: kill it
+# with a test, or add it here with the reason. Generic rule in _equivalent(): a mutant that only drops
+# a dtype=/device= argument or turns one (or a .to(...) target) into None changes nothing on CPU tensors
+# whose values type promotion carries over exactly.
+EQUIVALENT: list[tuple[str, str, str, str]] = [
+    ("algos", "*", "sum(+1)", "dim +1 is dim -1 on the (B, T) tensors these functions accept"),
+    ("algos", "*", "any(+1)", "dim +1 is dim -1 on (B, T) masks"),
+    ("algos", "*", "bincount(inv, )", "every group id occurs, so bincount's length already is n_groups"),
+    ("algos", "*", "_group_index(group_ids, len(r), None)", "device None: inv.to(None) stays on the CPU"),
+    ("algos", "*", "_group_index(group_ids, len(s), None)", "device None: inv.to(None) stays on the CPU"),
+    ("algos", "_group_index", "+ 2 if", "an extra, empty group is never indexed"),
+    ("algos", "_group_index", "else 1", "only for empty input, which then returns an empty result either way"),
+    ("algos", "combine_metrics", "METRIC_REDUCE.get(k,", "the 'plain' reduction is the else branch"),
+    ("algos", "combine_metrics", "total_tokens = sum(p.get(", "total_tokens is used only when no part has tokens: 0 either way"),
+    ("algos", "combine_metrics", 'not in keys', "with tokens present, out['tokens'] already is their sum"),
+    ("algos", "kl_penalty", 'rstrip("XX+XX")', "rstrip takes a set of characters; no KL name contains X"),
+    ("algos", "kl_penalty", "clamp(None, _K3_X_CLAMP)", "for x < -20 the k3 value exceeds 19, so the value clamp at 10 decides"),
+    ("algos", "kl_penalty", "clamp(None, _K3_VALUE_CLAMP)", "exp(x) - x - 1 >= 0: the lower value clamp never acts"),
+    ("algos", "policy_loss", "(adv <= 0)", "at A = 0 the cap -A*c is 0, equal to the token loss"),
+    ("algos", "policy_loss", "adv <= 0, torch.minimum", "at A = 0 the cap -A*c is 0, equal to the token loss"),
+    ("algos", "policy_loss", "or True else loss.detach()", "without KL/entropy terms the aggregate of tok_loss is the loss"),
+    ("passk", "*", 'float("NAN")', 'float("NAN") is nan'),
+    ("passk", "pass_at_k", "n + c < k", "without the early return the product has the factor 1 - k/k = 0"),
+    ("passk", "sign_test_p", "range(min(", "range(0, x) is range(x)"),
+    ("passk", "sign_test_p", "m == 1", "m = 0 and m = 1 both give p = 1 from the formula"),
+    ("passk", "newcombe_paired_interval", "cross >= 0", "the correction of 0 is max(-n/2, 0) = 0"),
+    ("passk", "newcombe_paired_interval", "max(-2.0, lo)", "lo >= l1 - u2 >= -1 since |phi| <= 1"),
+    ("passk", "newcombe_paired_interval", "min(2.0, hi)", "hi <= u1 - l2 <= 1 since |phi| <= 1"),
+    ("passk", "wilson_interval", "min(2.0, centre + half)", "the Wilson upper limit is < 1 for x < n (checked to n = 3000)"),
+    ("math_values", "_vals_equal", "max(1.0, abs(nb))", "|na| and |nb| differ by ~1e-9 relative where it matters: below float resolution"),
+    ("math_values", "_vals_equal", "max(1.0, abs(na), )", "|na| and |nb| differ by ~1e-9 relative where it matters: below float resolution"),
+    ("math_values", "_vals_equal", "max(1.0, abs(lb))", "the two logs differ by ~1e-6 relative where it matters: below float resolution"),
+    ("math_values", "_vals_equal", "max(1.0, abs(la), )", "the two logs differ by ~1e-6 relative where it matters: below float resolution"),
+    ("math_values", "_vals_equal", "else +math.inf", "zero vs a finite magnitude: one infinite log; vs +-inf: both infinite; either sign"),
+    ("math_values", "_vals_equal", "scale != 2", "scale is 1 or 1/100; multiplying by 1 changes nothing"),
+    ("math_values", "_vals_equal", "< Fraction(1, 10 ** d)", "a d-digit decimal is never exactly 10^-d from a non-terminating fraction"),
+]
+_ARG = re.compile(r"(,\s*)?\b(dtype|device)=[\w.]+|\.to\(None\)|\.to\([\w.]+\)")
+
+
+def _equivalent(module: str, name: str, diff: str) -> str | None:
+    """The reason a survivor is a known equivalent mutant, or None."""
+    minus = [ln[1:] for ln in diff.splitlines() if ln.startswith("-")]
+    plus = [ln[1:] for ln in diff.splitlines() if ln.startswith("+")]
+    norm = lambda ln: re.sub(r",\s*\)", ")", _ARG.sub("", ln)).replace(" ", "")  # noqa: E731
+    if plus and len(minus) == len(plus) and all(norm(a) == norm(b) for a, b in zip(minus, plus)):
+        return "only a dtype/device argument or .to(...) target changed: no-op on CPU by type promotion"
+    fn = _mangled(name)
+    for mod, func, fragment, reason in EQUIVALENT:
+        if mod == module and func in ("*", fn) and any(fragment in ln for ln in plus):
+            return reason
+    return None
+
+
 @dataclass
 class Score:
     module: str
     statuses: dict[str, str] = field(default_factory=dict)  # mutant name -> mutmut status
     diffs: dict[str, str] = field(default_factory=dict)  # survivor -> changed lines
+    equivalent: dict[str, str] = field(default_factory=dict)  # survivor -> why it is equivalent
     seconds: float = 0.0
 
     def count(self, status: str) -> int:
@@ -220,6 +281,9 @@ def run_module(module: str, target: Target, scratch_root: Path, args) -> Score:
     wanted = [n for n in score.not_killed() if args.diffs or score.statuses[n] in ("survived", "no tests")]
     for name, diff in _diffs(wanted, project, env).items():
         score.diffs[name] = diff if args.diffs else _changed_lines(diff)
+        reason = _equivalent(module, name, _changed_lines(diff)) if score.statuses[name] == "survived" else None
+        if reason:
+            score.equivalent[name] = reason
     after = _sha(REPO / target.source)
     if after != before:
         print(f"WARNING: {target.source} changed in the work tree during the run (not by mutmut, which only "
@@ -235,9 +299,13 @@ def report(score: Score) -> None:
           + f" / total {score.total} -> {score.percent_killed:.1f}% killed ({score.seconds:.0f} s)")
     for name in score.not_killed():
         status = score.statuses[name]
-        print(f"  {status:9s} {name}")
+        why = score.equivalent.get(name)
+        print(f"  {status:9s} {name}" + (f"  [equivalent: {why}]" if why else "  [NEW]" if status == "survived" else ""))
         for ln in score.diffs.get(name, "").splitlines():
             print(f"            {ln}")
+    new = [n for n in score.not_killed() if n not in score.equivalent]
+    print(f"{score.module}: {len(score.equivalent)} known equivalent, {len(new)} not explained"
+          + (" (kill them with a test, or add them to EQUIVALENT with the reason)" if new else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="scratch folder to use (default: a new temporary folder)")
     ap.add_argument("--json", type=Path, help="also write the scores and statuses to this file")
     ap.add_argument("--fail-under", type=float, help="exit 1 when a module's %% killed is below this")
+    ap.add_argument("--fail-on-new", action="store_true",
+                    help="exit 1 when a mutant survives that EQUIVALENT does not explain (or has no test)")
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
@@ -278,21 +348,28 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
 
     print()
-    print("module       killed  survived  timeout  no-tests  total  % killed")
+    print("module       killed  survived  timeout  no-tests  total  % killed  unexplained")
     for sc in scores:
         print(f"{sc.module:12s} {sc.count('killed'):6d}  {sc.count('survived'):8d}  {sc.count('timeout'):7d}  "
-              f"{sc.count('no tests'):8d}  {sc.total:5d}  {sc.percent_killed:7.1f}%")
+              f"{sc.count('no tests'):8d}  {sc.total:5d}  {sc.percent_killed:7.1f}%  "
+              f"{len(sc.not_killed()) - len(sc.equivalent):11d}")
     if args.json:
         args.json.write_text(json.dumps(
             {sc.module: {"killed": sc.count("killed"), "survived": sc.count("survived"), "timeout": sc.count("timeout"),
                          "no_tests": sc.count("no tests"), "total": sc.total, "percent_killed": sc.percent_killed,
-                         "statuses": sc.statuses} for sc in scores}, indent=2) + "\n")
+                         "equivalent": sc.equivalent, "statuses": sc.statuses} for sc in scores}, indent=2) + "\n")
+    status = 0
     if args.fail_under is not None:
         low = [sc.module for sc in scores if sc.percent_killed < args.fail_under]
         if low:
             print(f"below {args.fail_under}% killed: {', '.join(low)}")
-            return 1
-    return 0
+            status = 1
+    if args.fail_on_new:
+        new = [sc.module for sc in scores if len(sc.not_killed()) > len(sc.equivalent)]
+        if new:
+            print(f"survivors not explained in: {', '.join(new)}")
+            status = 1
+    return status
 
 
 if __name__ == "__main__":
