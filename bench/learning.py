@@ -25,7 +25,8 @@ The model starts near 0.01 (it almost never answers with the number alone). ``--
 (the task of ``tests/test_learning.py``).
 
 Printed: the configuration, each seed's reward curves (task reward averaged over every generated
-completion of the step, for rewardlab including those dynamic sampling dropped), the mean of the
+completion of the step, for rewardlab including those dynamic sampling dropped) and mean completion
+lengths in tokens, the mean of the
 first 3 and the last 3 steps, completions generated per step, seconds per step (median), and the
 rewardlab / TRL ratios; with several seeds, mean and standard deviation over seeds.
 """
@@ -131,10 +132,13 @@ def run_rewardlab(model_dir: str, args: argparse.Namespace, seed: int, work: Pat
         train(build_config(None, settings))
     metrics = read_jsonl(out / "metrics.jsonl")
     by_step: dict[int, list[float]] = {}
+    lengths: dict[int, list[int]] = {}
     for r in read_jsonl(out / "rollouts.jsonl"):  # every generated completion, kept or dropped
         by_step.setdefault(int(r["step"]), []).append(float(r["components"][f"{__name__}.{args.task}"] or 0.0))
+        lengths.setdefault(int(r["step"]), []).append(int(r["length"]))
     return {
         "curve": [statistics.fmean(v) for _, v in sorted(by_step.items())],
+        "length": [statistics.fmean(v) for _, v in sorted(lengths.items())],
         "generated": [int(m["completions/generated"]) for m in metrics],
         "kept": [int(m["completions/kept"]) for m in metrics],
         "rounds": [int(m["num_gen_batches"]) for m in metrics],
@@ -193,6 +197,7 @@ def run_trl(model_dir: str, args: argparse.Namespace, seed: int, work: Path) -> 
     steps = sorted(logs)
     return {
         "curve": [float(logs[s][f"rewards/{args.task}/mean"]) for s in steps],
+        "length": [float(logs[s]["completions/mean_length"]) for s in steps],
         "generated": [args.prompts * args.group] * len(steps),
         "kept": [args.prompts * args.group] * len(steps),
         "rounds": [1] * len(steps),
@@ -297,6 +302,9 @@ def main() -> None:
             for side in ("rewardlab", "trl"):
                 r = runs[side][-1]
                 print(f"  {side:<10} " + " ".join(f"{x:5.2f}" for x in r["curve"]))
+            for side in ("rewardlab", "trl"):
+                print(f"  tokens     " + " ".join(f"{x:5.1f}" for x in runs[side][-1]["length"])
+                      + f"   ({side}: mean completion length)")
             r = runs["rewardlab"][-1]
             print("  generated  " + " ".join(f"{x:5d}" for x in r["generated"]) + "   (rewardlab; TRL "
                   f"{args.prompts * args.group} every step)")
