@@ -186,3 +186,44 @@ def test_an_in_process_reward_is_abandoned_at_the_cap() -> None:
     assert time.monotonic() - t < 1.0 + MARGIN_S
     assert [r.info["status"] for r in out] == ["timeout", "ok", "timeout"]
     assert out[0].info["phase"] == "wall"
+
+
+class SlowToLoadReward:
+    """Unpickling takes 2 s (a stand-in for a reward whose module imports torch in the worker)."""
+
+    def __init__(self) -> None:
+        self.tag = "x"
+
+    def __setstate__(self, state) -> None:
+        time.sleep(2.0)
+        self.__dict__.update(state)
+
+    def __call__(self, completion, reference, **meta) -> RewardResult:
+        return RewardResult(1.0)
+
+
+def test_loading_the_reward_is_start_up_not_a_kill(pool) -> None:
+    killed = pool.stats["killed"]
+    out = pool.call(SlowToLoadReward(), ("", ""), deadline=1.0, wall_cap=0.5)
+    assert (out.status, out.phase) == ("timeout", "startup")
+    time.sleep(3.0)  # the load finishes in the background
+    again = pool.call(SlowToLoadReward(), ("", ""), deadline=1.0, wall_cap=0.5)
+    assert again.status == "ok" and pool.stats["killed"] == killed
+
+
+def test_preload_puts_the_reward_in_every_worker_before_the_first_call() -> None:
+    import hashlib
+    import pickle
+
+    p = WorkerPool(max_workers=2)
+    try:
+        payload = pickle.dumps(SlowToLoadReward())
+        key = hashlib.sha1(payload).hexdigest()
+        p.preload_async(key, payload)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not (len(p.pids()) == 2 and all(key in w.loaded for w in p._all)):
+            time.sleep(0.2)
+        outs = [p.call(SlowToLoadReward(), ("", ""), deadline=1.0, wall_cap=0.5, key=key, payload=payload) for _ in range(4)]
+        assert [o.status for o in outs] == ["ok"] * 4
+    finally:
+        p.shutdown()

@@ -386,15 +386,20 @@ class WorkerPool:
             why = {"startup": "no reward worker was ready yet (cold start)" + (f": {self.start_error}" if self.start_error else ""),
                    "queue": "every reward worker stayed busy"}[phase]
             return Outcome("timeout", f"{why} within the {cap:g} s wall-clock cap", None, time.monotonic() - t0, phase)
-        broken = False
+        broken = handed_off = False
         cpu_used: float | None = None
         try:
             if key not in w.loaded:
                 w.conn.send(("load", key, payload))
                 if not w.conn.poll(max(until - time.monotonic(), 0.0)):
-                    broken = True
-                    return Outcome("timeout", "loading the reward overran the wall-clock cap", None,
-                                   time.monotonic() - t0, "wall")
+                    # Unpickling imports the reward's module (a trainer script's imports, say): that is
+                    # start-up, not the input's doing. The load finishes in the background and the
+                    # worker then serves the next call; this one answers at its cap.
+                    handed_off = True
+                    threading.Thread(target=self._finish_load, args=(w, key), daemon=True,
+                                     name="rewardlab-pool-load").start()
+                    return Outcome("timeout", "the reward was still loading into a worker (start-up) at the "
+                                   f"{cap:g} s wall-clock cap", None, time.monotonic() - t0, "startup")
                 status, msg, _ = w.conn.recv()
                 if status != "ok":
                     return Outcome("error", msg, None, time.monotonic() - t0)
@@ -431,7 +436,51 @@ class WorkerPool:
             return Outcome("error", f"cannot send the call to a worker: {type(e).__name__}: {e}", None,
                            time.monotonic() - t0)
         finally:
-            self._release(w, broken or not w.alive())
+            if not handed_off:
+                self._release(w, broken or not w.alive())
+
+    def _load(self, w: _Worker, key: str, timeout: float) -> bool:
+        """Wait for a load already sent to ``w``; True when the reward is now loaded there."""
+        try:
+            if not w.conn.poll(timeout):
+                return False
+            status, _, _ = w.conn.recv()
+        except (EOFError, OSError):
+            return False
+        if status == "ok":
+            w.loaded.add(key)
+        return True  # a reward that cannot be unpickled is reported by the next call, not by a kill
+
+    def _finish_load(self, w: _Worker, key: str) -> None:
+        ok = self._load(w, key, STARTUP_TIMEOUT)
+        self._release(w, broken=not ok or not w.alive())
+
+    def preload_async(self, key: str, payload: bytes) -> None:
+        """Start the workers and load a pickled reward into each of them, in the background, so
+        that the first batch pays neither the start nor the import of the reward's module."""
+
+        def run() -> None:
+            if not self.warmup():
+                return
+            end = time.monotonic() + STARTUP_TIMEOUT
+            while time.monotonic() < end:
+                with self._lock:
+                    if self._closed or all(key in x.loaded for x in self._all):
+                        return
+                    todo = [x for x in self._idle if key not in x.loaded]
+                    if not todo:
+                        self._lock.wait(0.5)  # the others are busy (and load it on their first call)
+                        continue
+                    w = todo[0]
+                    self._idle.remove(w)
+                try:
+                    w.conn.send(("load", key, payload))
+                    ok = self._load(w, key, STARTUP_TIMEOUT)
+                except (OSError, BrokenPipeError):
+                    ok = False
+                self._release(w, broken=not ok or not w.alive())
+
+        threading.Thread(target=run, daemon=True, name="rewardlab-pool-preload").start()
 
     def shutdown(self) -> None:
         """Stop every worker (idempotent)."""
@@ -637,12 +686,19 @@ def score_one(reward: Any, completion: Any, reference: Any, *, deadline: float |
 
 
 def prewarm(reward: Any, workers: int | None = None) -> None:
-    """Start the workers ``reward`` will need, in the background (a no-op for in-process rewards).
+    """Start the workers ``reward`` will need and load it into them, in the background (a no-op
+    for in-process rewards).
 
     Call it when a job starts (``rewardlab train`` and ``eval`` do, before loading the model), so
-    that the fork server's import of sympy overlaps the model load instead of the first batch."""
+    that the fork server's import of sympy and each worker's import of the reward's module overlap
+    the model load instead of the first batch."""
     if not _in_process(reward):
-        get_pool(workers).warmup_async()
+        try:
+            payload = pickle.dumps(reward)
+        except Exception:  # noqa: BLE001 - score_batch reports an unpicklable reward itself
+            get_pool(workers).warmup_async()
+            return
+        get_pool(workers).preload_async(hashlib.sha1(payload).hexdigest(), payload)
 
 
 def score_batch(
