@@ -40,8 +40,12 @@ launches the fork server, which imports and warms sympy (about 2 s of CPU, sever
 wall time on a loaded machine). A call that arrives before any worker is ready waits for one, up to
 its wall cap, and otherwise returns ``status="timeout"`` with ``phase="startup"`` - it never blocks
 past the cap, and the start goes on in the background for the next call. The warm-up time is never
-charged to an item's CPU budget. ``get_pool().warmup_async()`` starts the workers ahead of time
-(``rewardlab train`` and ``rewardlab eval`` do so while the model loads); ``warmup()`` waits for them.
+charged to an item's CPU budget. Loading the reward into a worker (unpickling imports its module)
+is start-up too: it finishes in the background and the call answers at its cap. ``prewarm(reward)``
+starts the workers and loads the reward into them ahead of time (``rewardlab train`` and ``rewardlab
+eval`` do so while the model loads); the trainer then waits for that, at most ``STARTUP_TIMEOUT``
+once, before its first batch, so that no training step is graded on a cold pool. ``warmup()`` waits
+for the workers alone.
 """
 
 from __future__ import annotations
@@ -455,11 +459,19 @@ class WorkerPool:
         ok = self._load(w, key, STARTUP_TIMEOUT)
         self._release(w, broken=not ok or not w.alive())
 
-    def preload_async(self, key: str, payload: bytes) -> None:
+    def preload_async(self, key: str, payload: bytes) -> threading.Event:
         """Start the workers and load a pickled reward into each of them, in the background, so
-        that the first batch pays neither the start nor the import of the reward's module."""
+        that the first batch pays neither the start nor the import of the reward's module. The
+        event is set when every worker has it (or the attempt ended: a failed start, a timeout)."""
+        done = threading.Event()
 
         def run() -> None:
+            try:
+                preload()
+            finally:
+                done.set()
+
+        def preload() -> None:
             if not self.warmup():
                 return
             end = time.monotonic() + STARTUP_TIMEOUT
@@ -481,6 +493,7 @@ class WorkerPool:
                 self._release(w, broken=not ok or not w.alive())
 
         threading.Thread(target=run, daemon=True, name="rewardlab-pool-preload").start()
+        return done
 
     def shutdown(self) -> None:
         """Stop every worker (idempotent)."""
@@ -685,20 +698,23 @@ def score_one(reward: Any, completion: Any, reference: Any, *, deadline: float |
     return _pooled_result(reward, out, deadline, cap, completion, reference, meta)
 
 
-def prewarm(reward: Any, workers: int | None = None) -> None:
+def prewarm(reward: Any, workers: int | None = None) -> threading.Event | None:
     """Start the workers ``reward`` will need and load it into them, in the background (a no-op
     for in-process rewards).
 
     Call it when a job starts (``rewardlab train`` and ``eval`` do, before loading the model), so
     that the fork server's import of sympy and each worker's import of the reward's module overlap
-    the model load instead of the first batch."""
-    if not _in_process(reward):
-        try:
-            payload = pickle.dumps(reward)
-        except Exception:  # noqa: BLE001 - score_batch reports an unpicklable reward itself
-            get_pool(workers).warmup_async()
-            return
-        get_pool(workers).preload_async(hashlib.sha1(payload).hexdigest(), payload)
+    the model load instead of the first batch. Returns an event that is set once the workers are
+    ready with the reward (None for in-process rewards): a job that must not grade its first batch
+    on a cold pool (the trainer) waits on it, bounded, before that batch."""
+    if _in_process(reward):
+        return None
+    try:
+        payload = pickle.dumps(reward)
+    except Exception:  # noqa: BLE001 - score_batch reports an unpicklable reward itself
+        get_pool(workers).warmup_async()
+        return None
+    return get_pool(workers).preload_async(hashlib.sha1(payload).hexdigest(), payload)
 
 
 def score_batch(

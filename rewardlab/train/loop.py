@@ -46,7 +46,7 @@ from rewardlab.locks import FolderLock
 from rewardlab.logging import JsonlWriter, MetricsLogger, truncate_jsonl
 from rewardlab.plots import plot_run
 from rewardlab.rewards.length import overlong_penalty
-from rewardlab.rewards.pool import prewarm, score_batch
+from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm, score_batch
 from rewardlab.rollout import Collectives, SamplingParams, format_prompt, make_engine
 from rewardlab.train import distributed
 from rewardlab.train.checkpoint import (clean_partial, latest_checkpoint, load_trainer_state, load_weights, rng_state,
@@ -188,7 +188,7 @@ def load(run: Run, threads: int | None) -> None:
             f"{dist.world_size} rank(s) on {run.device.type}, threads {threads or torch.get_num_threads()}")
     run.say(run.sizes.describe())
     run.say(f"  run directory               {run.run_dir}" + (f"  (resuming from {ckpt.name})" if ckpt else ""))
-    prewarm(run.reward_fn, cfg.reward_workers)  # reward workers start while the model loads (not before the lock)
+    pool_ready = prewarm(run.reward_fn, cfg.reward_workers)  # reward workers start while the model loads (not before the lock)
     seed_everything(cfg.seed + dist.rank)
     # bf16 on GPU: fp32 master weights + bf16 autocast (dtype auto); --dtype bfloat16 = pure bf16 weights
     model, run.tok = models.load_model(cfg.model, dtype="float32" if cfg.dtype == "auto" else cfg.dtype, device="cpu")
@@ -212,6 +212,8 @@ def load(run: Run, threads: int | None) -> None:
     params = [p for p in run.model.parameters() if p.requires_grad]
     run.optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
                                       weight_decay=cfg.weight_decay)
+    if pool_ready is not None and not pool_ready.wait(STARTUP_TIMEOUT):  # no step is graded on a cold reward pool
+        run.say(f"  reward workers not ready after {STARTUP_TIMEOUT:g} s: the first items may time out (phase startup)")
     warm = max(0, cfg.warmup_steps)
     run.scheduler = torch.optim.lr_scheduler.LambdaLR(run.optimizer,
                                                       lambda k: min(1.0, (k + 1) / (warm + 1)) if warm else 1.0)
