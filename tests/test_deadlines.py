@@ -227,3 +227,18 @@ def test_preload_puts_the_reward_in_every_worker_before_the_first_call() -> None
         assert [o.status for o in outs] == ["ok"] * 4
     finally:
         p.shutdown()
+
+
+FIRST_BATCH = textwrap.dedent("""
+    import json
+    from rewardlab.rewards import math_reward, score_batch
+    out = score_batch(math_reward, ["\\\\boxed{\\\\sin(\\\\pi/6)}", "{3 \\\\over 5}"], ["\\\\frac12", "0.6"], deadline=1.0)
+    print(json.dumps([[r.score, r.info["status"]] for r in out]))
+""")
+
+
+def test_the_first_batch_of_a_fresh_process_is_graded_like_any_other() -> None:
+    """A batch on a cold pool waits (once, bounded by startup_wait) for the workers, charged to no item."""
+    proc = subprocess.run([sys.executable, "-c", FIRST_BATCH], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [[1.0, "ok"], [1.0, "ok"]]

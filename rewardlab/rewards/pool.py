@@ -39,7 +39,10 @@ composites) and guarantees:
 launches the fork server, which imports and warms sympy (about 2 s of CPU, several times that in
 wall time on a loaded machine). A call that arrives before any worker is ready waits for one, up to
 its wall cap, and otherwise returns ``status="timeout"`` with ``phase="startup"`` - it never blocks
-past the cap, and the start goes on in the background for the next call. The warm-up time is never
+past the cap, and the start goes on in the background for the next call. A *batch*
+(:func:`score_batch`) on a cold pool instead waits once, up to ``startup_wait`` (default
+:data:`STARTUP_WAIT`, 60 s), for its workers to start and hold the reward, so that the first batch
+of a process is graded like every other one; ``startup_wait=0`` gives it the single-call rule. The warm-up time is never
 charged to an item's CPU budget. Loading the reward into a worker (unpickling imports its module)
 is start-up too: it finishes in the background and the call answers at its cap. ``prewarm(reward)``
 starts the workers and loads the reward into them ahead of time (``rewardlab train`` and ``rewardlab
@@ -90,6 +93,8 @@ WORKER_MEMORY_BYTES = 4 << 30
 """Address-space limit of a worker (a pathological expression fails with MemoryError instead of swapping)."""
 STARTUP_TIMEOUT = 120.0
 """How long the background starter waits for a new worker to report ready (no caller waits this long)."""
+STARTUP_WAIT = 60.0
+"""How long :func:`score_batch` waits, once, for a cold pool to start and load its reward."""
 WALL_CAP = 5.0
 """Default wall-clock cap of one call, in seconds: the hang guard, from the call's start to its return."""
 WORKER_NAME = "rewardlab-reward-worker"
@@ -459,6 +464,11 @@ class WorkerPool:
         ok = self._load(w, key, STARTUP_TIMEOUT)
         self._release(w, broken=not ok or not w.alive())
 
+    def holds(self, key: str) -> bool:
+        """Whether every worker the pool may run is started and has the reward ``key`` loaded."""
+        with self._lock:
+            return len(self._all) >= self.max_workers and all(key in w.loaded for w in self._all)
+
     def preload_async(self, key: str, payload: bytes) -> threading.Event:
         """Start the workers and load a pickled reward into each of them, in the background, so
         that the first batch pays neither the start nor the import of the reward's module. The
@@ -710,7 +720,7 @@ def prewarm(reward: Any, workers: int | None = None) -> threading.Event | None:
     if _in_process(reward):
         return None
     try:
-        payload = pickle.dumps(reward)
+        payload = pickle.dumps(_worker_callable(reward))  # exactly what score_batch sends
     except Exception:  # noqa: BLE001 - score_batch reports an unpicklable reward itself
         get_pool(workers).warmup_async()
         return None
@@ -726,12 +736,17 @@ def score_batch(
     deadline: float = 1.0,
     wall_cap: float | None = None,
     workers: int | None = None,
+    startup_wait: float = STARTUP_WAIT,
 ) -> list[RewardResult]:
     """Score ``completions[i]`` against ``references[i]`` (with ``**metas[i]``) in parallel, in input order.
 
     ``deadline`` is per item, in worker CPU seconds; ``wall_cap`` (default ``max(WALL_CAP, deadline)``)
     bounds each item's wall time from its start. ``workers`` caps the parallelism (default: the pool
-    size, CPU count up to 8). Never raises for a bad item: see the module docstring.
+    size, CPU count up to 8). On a cold pool (the first batch of a process), the batch first waits
+    up to ``startup_wait`` seconds (default :data:`STARTUP_WAIT`) for its workers to start and hold
+    the reward, charged to no item, so that the first batch is graded like every other one;
+    ``startup_wait=0`` answers such items at their cap instead (``phase="startup"``). Never raises
+    for a bad item: see the module docstring.
     """
     n = len(completions)
     if len(references) != n or (metas is not None and len(metas) != n):
@@ -756,6 +771,8 @@ def score_batch(
         pool = get_pool(workers)
         pool.warmup_async()  # a cold pool starts every worker now, not one per waiting item
         nthreads = workers or pool.max_workers
+        if startup_wait > 0 and not pool.holds(key) and pool.start_error is None:
+            pool.preload_async(key, payload).wait(startup_wait)  # once per process and reward
 
     def one(i: int) -> RewardResult:
         meta = metas[i] or {}
@@ -799,7 +816,7 @@ def score_batch(
 
 async def ascore_batch(reward: Callable[..., RewardResult], completions: Sequence[Any], references: Sequence[Any],
                        metas: Sequence[dict] | None = None, *, deadline: float = 1.0, wall_cap: float | None = None,
-                       workers: int | None = None) -> list[RewardResult]:
+                       workers: int | None = None, startup_wait: float = STARTUP_WAIT) -> list[RewardResult]:
     """:func:`score_batch` for asyncio code: runs in a thread, so the event loop keeps running."""
     return await asyncio.to_thread(score_batch, reward, completions, references, metas,
-                                   deadline=deadline, wall_cap=wall_cap, workers=workers)
+                                   deadline=deadline, wall_cap=wall_cap, workers=workers, startup_wait=startup_wait)
