@@ -6,7 +6,7 @@
 It drives exactly what runs on a trainer's thread without a deadline: the math reward's extraction
 and fast path (``MathReward.fast``; the slow path runs in killable workers and is not fuzzed here),
 the format rewards, the length and repetition shaping, and code-block extraction. Texts come from
-:mod:`rewardlab.fuzz` (the grammar the default tests use too). A call that takes longer than
+:mod:`rewardlab.rewards.fuzz` (the grammar the default tests use too). A call that takes longer than
 ``--hang-s`` prints its input and exits with status 3 (a call that raises: status 4): paste the input
 into the regression table of ``tests/test_fuzz_rewards.py``.
 """
@@ -22,37 +22,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rewardlab.fuzz import GOLDS, hostile_text  # noqa: E402
-from rewardlab.rewards import (  # noqa: E402
-    CosineLength,
-    OneAnswer,
-    RepetitionPenalty,
-    ThinkAnswerFormat,
-    extract_code,
-    math_reward,
-)
-from rewardlab.rewards.length import Overlong  # noqa: E402
-
-
-def targets() -> dict:
-    fmt, strict, one = ThinkAnswerFormat(), ThinkAnswerFormat(strict=True), OneAnswer()
-    rep, over, cos = RepetitionPenalty(), Overlong(max_len=64, cache_len=16), CosineLength(max_len=64)
-    return {
-        "math.fast": lambda t, g: math_reward.fast(t, g),
-        "math.fast(gold=text)": lambda t, g: math_reward.fast(g, t),  # hostile gold too
-        "format": lambda t, g: fmt(t),
-        "format.strict": lambda t, g: strict(t),
-        "one_answer": lambda t, g: one(t),
-        "repetition": lambda t, g: rep(t),
-        "overlong": lambda t, g: over(t, num_tokens=len(t) // 4),
-        "cosine_length": lambda t, g: cos(t, num_tokens=len(t) // 4, correct=True),
-        "extract_code": lambda t, g: extract_code(t, "f"),
-    }
+from rewardlab.rewards.fuzz import GOLDS, caller_thread_paths, hostile_text  # noqa: E402
 
 
 def _child(name: str, texts: list[str], golds: list[str], conn) -> None:
     """Runs one reward over every text, reporting before and after each call (the parent watches)."""
-    fn = targets()[name]
+    fn = caller_thread_paths()[name]
     for i, (text, gold) in enumerate(zip(texts, golds)):
         conn.send(("start", i))
         t = time.perf_counter()
@@ -108,7 +83,7 @@ def main() -> None:
     print(f"fuzz_rewards: {args.calls} texts per reward, up to {args.max_chars} chars, seed {args.seed}")
     print(f"{'reward':22s} {'calls':>6s} {'mean ms':>8s} {'p99 ms':>8s} {'max ms':>8s}  worst input (first 60 chars)")
     worst_overall = (0.0, "", "")
-    for name in targets():
+    for name in caller_thread_paths():
         lat = run_one(name, texts, golds, args.hang_s)
         order = sorted(range(len(lat)), key=lat.__getitem__)
         p99 = lat[order[min(len(lat) - 1, int(0.99 * len(lat)))]]

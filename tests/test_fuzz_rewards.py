@@ -7,7 +7,7 @@ Everything else runs in workers the pool can kill. Three kinds of proof live her
 1. a static check: regexploit finds no pattern in ``rewardlab/rewards`` whose backtracking is cubic
    or worse (possessive quantifiers and atomic groups, which it does not know, are read as their body
    taken once: they never give back what they matched, so they cannot take part in a re-split);
-2. Hypothesis fuzzing with the hostile grammar of :mod:`rewardlab.fuzz`, and scaling families that
+2. Hypothesis fuzzing with the hostile grammar of :mod:`rewardlab.rewards.fuzz`, and scaling families that
    grow one hostile shape to 100,000 characters. Each call must finish within a generous hang bound
    (a blow-up fails, noise does not) and must not raise;
 3. the regression table: every input a fuzzer ever found, with its verdict.
@@ -27,16 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rewardlab.fuzz import FRAGMENTS, GOLDS
-from rewardlab.rewards import (
-    CosineLength,
-    OneAnswer,
-    RepetitionPenalty,
-    ThinkAnswerFormat,
-    extract_code,
-    math_reward,
-)
-from rewardlab.rewards.length import Overlong
+from rewardlab.rewards import math_reward
+from rewardlab.rewards.fuzz import FRAGMENTS, GOLDS, caller_thread_paths
 from rewardlab.rewards.math.extract import extract_answer
 
 HANG_BOUND_S = 2.0
@@ -51,20 +43,7 @@ def watchdog():
     faulthandler.cancel_dump_traceback_later()
 
 
-_FMT, _STRICT, _ONE = ThinkAnswerFormat(), ThinkAnswerFormat(strict=True), OneAnswer()
-_REP, _OVER, _COS = RepetitionPenalty(), Overlong(max_len=64, cache_len=16), CosineLength(max_len=64)
-
-CALLER_THREAD = {
-    "math.fast": lambda t, g: math_reward.fast(t, g),
-    "math.fast(hostile gold)": lambda t, g: math_reward.fast(g, t),
-    "format": lambda t, g: _FMT(t),
-    "format.strict": lambda t, g: _STRICT(t),
-    "one_answer": lambda t, g: _ONE(t),
-    "repetition": lambda t, g: _REP(t),
-    "overlong": lambda t, g: _OVER(t, num_tokens=len(t) // 4),
-    "cosine_length": lambda t, g: _COS(t, num_tokens=len(t) // 4, correct=True),
-    "extract_code": lambda t, g: extract_code(t, "f"),
-}
+CALLER_THREAD = caller_thread_paths()
 
 
 def _timed(fn, *args) -> float:

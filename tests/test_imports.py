@@ -5,7 +5,7 @@ under ``if TYPE_CHECKING``: all of them) is mapped to the package of the importe
 from one package to another must be an arrow of :data:`ALLOWED`, and the package graph must have
 no cycle. Packages are the concerns of docs/design.md:
 
-* utilities, which import nothing of rewardlab but ``errors``: errors, locks, fuzz, logging, plots
+* utilities, which import nothing of rewardlab but ``errors``: errors, locks, logging, plots
   (``testing`` may also import models and tasks);
 * ``algos`` (pure tensor code), ``models``, ``sandbox`` (the parent-side client of the code sandbox),
   ``rewards`` (which may use the sandbox), ``tasks`` (datasets and their rewards), ``rollout``
@@ -32,7 +32,7 @@ FLAT = {  # first dotted part under rewardlab -> package (flat modules of the ol
     "sandbox": "sandbox", "isolation": "sandbox",
     "__main__": "cli",
 }
-UTILITIES = {"errors", "locks", "fuzz", "logging", "plots"}
+UTILITIES = {"errors", "locks", "logging", "plots"}
 TOP = {"commands", "cli", "server"}
 ALLOWED: dict[str, set[str]] = {
     **{u: {"errors"} for u in UTILITIES},

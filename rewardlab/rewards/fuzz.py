@@ -1,7 +1,8 @@
 """Hostile text for fuzzing the rewards: a grammar of fragments that models (and random-weight models) emit.
 
 The fuzz tests (``tests/test_fuzz_rewards.py``, with Hypothesis) and ``bench/fuzz_rewards.py`` (plain
-``random``, for a fixed number of calls) draw from the same grammar. A text is a sequence of pieces;
+``random``, for a fixed number of calls) draw from the same grammar and drive the same
+:func:`caller_thread_paths`. A text is a sequence of pieces;
 each piece is one fragment, or one fragment repeated up to 64 times (what makes a backtracking
 pattern explode is nearly always a long run of one shape). Fragments cover:
 
@@ -13,13 +14,19 @@ pattern explode is nearly always a long run of one shape). Fragments cover:
   stop tokens, NUL bytes, huge exponents and factorials.
 
     >>> import random
-    >>> from rewardlab.fuzz import hostile_text
+    >>> from rewardlab.rewards.fuzz import hostile_text
     >>> text = hostile_text(random.Random(0))
 """
 
 from __future__ import annotations
 
 import random
+from typing import Callable
+
+from rewardlab.rewards.code import extract_code
+from rewardlab.rewards.format import OneAnswer, ThinkAnswerFormat
+from rewardlab.rewards.length import CosineLength, Overlong, RepetitionPenalty
+from rewardlab.rewards.math import math_reward
 
 FRAGMENTS: tuple[str, ...] = (
     # sub-word pieces and junk a random-weight model emits
@@ -64,3 +71,22 @@ def hostile_text(rng: random.Random, max_chars: int = 600, max_pieces: int = 40)
 GOLDS: tuple[str, ...] = ("5", "12", "0.75", "\\frac{3}{4}", "1,234", "x^2+1", "(1, 2)", "[0, \\infty)", "\\sqrt{2}",
                          "10\\%", "Evelyn", "B", "x = 3", "\\{1, 3\\}", "-7", "3.14", "2^{10}")
 """Golds the fuzzer pairs with hostile completions (one of each family the fast path decides)."""
+
+
+def caller_thread_paths() -> dict[str, Callable[[str, str], object]]:
+    """Everything that runs on a trainer's thread without a deadline, as ``fn(text, gold)``: the math
+    reward's extraction and fast path (with the hostile text as completion and as gold), the format
+    rewards, the length and repetition shaping, and code-block extraction."""
+    fmt, strict, one = ThinkAnswerFormat(), ThinkAnswerFormat(strict=True), OneAnswer()
+    rep, over, cos = RepetitionPenalty(), Overlong(max_len=64, cache_len=16), CosineLength(max_len=64)
+    return {
+        "math.fast": lambda t, g: math_reward.fast(t, g),
+        "math.fast(hostile gold)": lambda t, g: math_reward.fast(g, t),
+        "format": lambda t, g: fmt(t),
+        "format.strict": lambda t, g: strict(t),
+        "one_answer": lambda t, g: one(t),
+        "repetition": lambda t, g: rep(t),
+        "overlong": lambda t, g: over(t, num_tokens=len(t) // 4),
+        "cosine_length": lambda t, g: cos(t, num_tokens=len(t) // 4, correct=True),
+        "extract_code": lambda t, g: extract_code(t, "f"),
+    }
