@@ -66,7 +66,7 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "algos": Target(
-        ("rewardlab/algos.py",),
+        ("rewardlab/algos/__init__.py",),
         ("tests/test_algos.py", "tests/test_algos_reference.py", "tests/test_algos_properties.py"),
     ),
     "passk": Target(("rewardlab/eval/passk.py", "rewardlab/passk.py"), ("tests/test_passk.py",)),
