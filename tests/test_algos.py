@@ -463,9 +463,9 @@ def test_validate_algo_defaults_are_valid():
     ("clip_ratio_c", 1.0, "clip_ratio_c (dual clip) must be > 1 or None, got 1.0"),
     ("agg", "mean", "unknown agg 'mean'; choose one of: token-mean, seq-mean-token-mean, seq-mean-token-sum, "
                     "seq-mean-token-sum-norm, token-sum"),
-    ("kl", ["k3"], "unknown kl ['k3']; choose one of: k1, k2, k3, k1+, k3+"),  # not a string: no alias lookup
+    ("kl", ["k3"], "unknown kl ['k3']; choose one of: k1, k2, k3, abs, k1+, k2+, k3+, abs+"),  # not a string: no alias lookup
     ("ratio", "seq", "unknown ratio 'seq'; choose one of: token, sequence"),
-    ("advantage", "z", "unknown advantage 'z'; choose one of: std, none"),
+    ("advantage", "z", "unknown advantage 'z'; choose one of: std, none, rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg"),
     ("overlong", 1, "overlong must be true or false, got 1"),
 ])
 def test_validate_algo_messages(field, value, message):
@@ -522,7 +522,7 @@ def test_aggregate_and_kl_messages_and_max_len_edges():
     assert str(info.value).startswith("unknown agg 'mean'; choose one of: token-mean, seq-mean-token-mean")
     with pytest.raises(algos.AlgoError) as info:
         algos.kl_penalty(values, values, "k9")
-    assert str(info.value) == "unknown kl 'k9'; choose one of: k1, k2, k3, k1+, k3+"
+    assert str(info.value) == "unknown kl 'k9'; choose one of: k1, k2, k3, abs, k1+, k2+, k3+, abs+"
     need = "agg 'seq-mean-token-sum-norm' needs max_len = the max new tokens (a constant > 0)"
     for bad in (None, 0, -4, "16", float("inf")):
         with pytest.raises(algos.AlgoError) as info:

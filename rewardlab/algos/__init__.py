@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from rewardlab.algos import objectives
+from rewardlab.algos.objectives import OBJECTIVES
 from rewardlab.errors import RewardlabError
 
 Tensor = torch.Tensor
@@ -52,15 +54,16 @@ AGGREGATIONS: tuple[str, ...] = (
 """Loss aggregation modes. ``token-sum`` (verl's unnormalised sum, scales with batch size) is kept
 for comparison only; no preset uses it."""
 
-KL_KINDS: tuple[str, ...] = ("k1", "k2", "k3", "k1+", "k3+")
-"""KL estimators (Schulman's k1/k2/k3; ``+`` = value of k1/k3 with the gradient of k2)."""
+KL_KINDS: tuple[str, ...] = ("k1", "k2", "k3", "abs", "k1+", "k2+", "k3+", "abs+")
+"""KL estimators (Schulman's k1/k2/k3, verl's abs; ``+`` = the value of X with the gradient of k2)."""
 
-_KL_ALIASES = {"low_var_kl": "k3", "low_var_kl+": "k3+", "kl": "k1", "mse": "k2"}
+_KL_ALIASES = {"low_var_kl": "k3", "low_var_kl+": "k3+", "kl": "k1", "k1+": "k1+", "mse": "k2", "mse+": "k2+"}
 RATIO_LEVELS: tuple[str, ...] = ("token", "sequence")
 ADVANTAGE_SCALES: tuple[str, ...] = ("std", "none")
+ESTIMATORS: tuple[str, ...] = ("rloo", "reinforce_pp", "reinforce_pp_baseline", "opo", "grpo_passk", "remax", "gpg")
+"""Advantage estimators beyond the group z-score (``rewardlab.algos.advantages``)."""
+ADVANTAGES: tuple[str, ...] = ADVANTAGE_SCALES + ESTIMATORS
 
-_LOG_RATIO_CLAMP = 20.0  # token ratio: exp(clamp(lp - lp_old, -20, 20))
-_GSPO_LOG_MAX = 10.0  # GSPO-token ratio: log clamped at 10 from above
 _K3_X_CLAMP = 20.0  # k3: x = lp_ref - lp clamped to [-20, 20]
 _K3_VALUE_CLAMP = 10.0  # k3: value clamped to [-10, 10]
 
@@ -87,15 +90,33 @@ class Algo(Mapping):
     """
 
     advantage: str = "std"
-    """Advantage scale: std (group z-score, GRPO/DAPO/GSPO) or none (r - group mean, Dr. GRPO)."""
+    """Advantage: std (group z-score, GRPO/DAPO/GSPO), none (r - group mean, Dr. GRPO), or an estimator of rewardlab.algos.advantages (rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg)."""
+    gamma: float = 1.0
+    """Discount of the per-token return for advantage reinforce_pp (rewards sit on the last token)."""
+    loss: str = field(default="ppo", metadata={"loss": True})
+    """Policy objective: ppo (clipped surrogate), cispo, gmpo, sapo, gpg, dro, kl_cov, clip_cov, dppo_tv, dppo_kl."""
     ratio: str = field(default="token", metadata={"loss": True})
-    """Importance ratio level: token (GRPO, Dr. GRPO, DAPO) or sequence (GSPO, GSPO-token form)."""
+    """Importance ratio level: token (GRPO, Dr. GRPO, DAPO) or sequence (GSPO, GSPO-token form; loss ppo only)."""
     eps_low: float = field(default=0.2, metadata={"loss": True})
-    """Lower clip range: the ratio is clipped at 1 - eps_low."""
+    """Lower clip range: the ratio is clipped at 1 - eps_low (gmpo: the log-ratio at -eps_low; dppo: the trust region below)."""
     eps_high: float = field(default=0.2, metadata={"loss": True})
-    """Upper clip range: the ratio is clipped at 1 + eps_high (DAPO's clip-higher raises it)."""
+    """Upper clip range: the ratio is clipped at 1 + eps_high (DAPO's clip-higher raises it; gmpo: log-ratio; dppo: region above)."""
     clip_ratio_c: float | None = field(default=None, metadata={"loss": True})
-    """Dual-clip constant (> 1) bounding the loss of A < 0 tokens at -A * c; None = off (not with ratio sequence)."""
+    """Dual-clip constant (> 1) bounding the loss of A < 0 tokens at -A * c (dppo: the ratio truncation); None = off."""
+    tau_pos: float = field(default=1.0, metadata={"loss": True})
+    """SAPO gate temperature for tokens with A > 0."""
+    tau_neg: float = field(default=1.05, metadata={"loss": True})
+    """SAPO gate temperature for tokens with A <= 0."""
+    dro_beta: float = field(default=0.1, metadata={"loss": True})
+    """DRO: weight of the squared log-ratio penalty (dro_beta / 2 * (lp - lp_old)^2)."""
+    cov_ratio: float = field(default=2e-4, metadata={"loss": True})
+    """KL-Cov / Clip-Cov: fraction of the step's tokens selected by covariance (at least one)."""
+    kl_cov_coef: float = field(default=0.1, metadata={"loss": True})
+    """KL-Cov: coefficient of |lp - lp_old| on the selected tokens."""
+    clip_cov_lb: float = field(default=1.0, metadata={"loss": True})
+    """Clip-Cov: lower covariance bound of the tokens that may be zeroed."""
+    clip_cov_ub: float = field(default=5.0, metadata={"loss": True})
+    """Clip-Cov: upper covariance bound of the tokens that may be zeroed."""
     agg: str = field(default="seq-mean-token-mean", metadata={"loss": True})
     """Loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm."""
     beta: float = field(default=0.04, metadata={"loss": True})
@@ -130,11 +151,22 @@ class Algo(Mapping):
 
     def check(self) -> "Algo":
         """Raise :class:`AlgoError` naming the first bad field; return ``self``."""
-        _check_choice("advantage", self.advantage, ADVANTAGE_SCALES)
+        _check_choice("advantage", self.advantage, ADVANTAGES)
+        _check_choice("loss", self.loss, tuple(OBJECTIVES))
         _check_choice("ratio", self.ratio, RATIO_LEVELS)
         _check_choice("agg", self.agg, AGGREGATIONS)
         _check_choice("kl", _kl_kind(self.kl), KL_KINDS)
-        _check_clip(self.eps_low, self.eps_high, self.clip_ratio_c, self.ratio)
+        _check_clip(self.eps_low, self.eps_high, self.clip_ratio_c, self.ratio, self.loss)
+        if not _is_real(self.gamma) or not 0 < self.gamma <= 1:
+            raise AlgoError(f"gamma must be in (0, 1], got {self.gamma!r}")
+        for name in ("tau_pos", "tau_neg", "cov_ratio"):
+            if not _is_real(getattr(self, name)) or getattr(self, name) <= 0:
+                raise AlgoError(f"{name} must be a number > 0, got {getattr(self, name)!r}")
+        for name in ("dro_beta", "kl_cov_coef"):
+            if not _is_real(getattr(self, name)) or getattr(self, name) < 0:
+                raise AlgoError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
+        if not (_is_real(self.clip_cov_lb) and _is_real(self.clip_cov_ub)) or self.clip_cov_lb >= self.clip_cov_ub:
+            raise AlgoError(f"clip_cov_lb must be below clip_cov_ub, got {self.clip_cov_lb!r} and {self.clip_cov_ub!r}")
         if not _is_real(self.beta) or self.beta < 0:
             raise AlgoError(f"beta must be a number >= 0, got {self.beta!r}")
         if not _is_real(self.entropy_coef):
@@ -326,8 +358,8 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
     """Per-token KL(pi || pi_ref) estimate, ``(B, T)``, unmasked, with gradient through ``logp``.
 
     With ``x = ref_logp - logp``: ``k1 = -x``; ``k2 = x^2 / 2``; ``k3`` (``low_var_kl``) =
-    ``exp(x) - x - 1`` with ``x`` clamped to [-20, 20] and the value to [-10, 10]. ``k1+`` and
-    ``k3+`` have the value of k1/k3 and the gradient of k2 (straight-through), which is the
+    ``exp(x) - x - 1`` with ``x`` clamped to [-20, 20] and the value to [-10, 10]; ``abs = |x|``
+    (verl). ``X+`` (k1+, k2+, k3+, abs+) has the value of X and the gradient of k2 (straight-through), which is the
     unbiased gradient of KL(pi || pi_ref) when sampling from pi. Computed in float32 for low
     precision inputs and in float64 for float64 ``logp``.
     """
@@ -339,6 +371,8 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
     base = kind.rstrip("+")
     if base == "k1":
         value = -x  # (B, T)
+    elif base == "abs":
+        value = x.abs()  # (B, T)
     elif base == "k2":
         value = 0.5 * x * x  # (B, T)
     else:
@@ -410,6 +444,10 @@ METRIC_REDUCE: dict[str, str] = {
     "clip_frac_low": "token",
     "clip_frac_high": "token",
     "dual_clip_frac": "token",
+    "trunc_frac": "token",
+    "cov_frac": "token",
+    "abs_kl_old": "token",
+    "is_weight/mean": "token",
     "approx_kl_old": "token",
     "ratio/mean": "token",
     "ratio/min": "min",
@@ -430,10 +468,18 @@ def policy_loss(
     advantages: Tensor,
     mask: Tensor,
     *,
+    loss: str = "ppo",
     ratio: str = "token",
     eps_low: float = 0.2,
     eps_high: float = 0.2,
     clip_ratio_c: float | None = None,
+    tau_pos: float = 1.0,
+    tau_neg: float = 1.05,
+    dro_beta: float = 0.1,
+    cov_ratio: float = 2e-4,
+    kl_cov_coef: float = 0.1,
+    clip_cov_lb: float = 1.0,
+    clip_cov_ub: float = 5.0,
     agg: str = "token-mean",
     max_len: int | None = None,
     ref_logp: Tensor | None = None,
@@ -441,26 +487,40 @@ def policy_loss(
     kl: str = "k3",
     entropy: Tensor | None = None,
     entropy_coef: float = 0.0,
+    is_weights: Tensor | None = None,
+    select: Tensor | None = None,
     num_tokens: Number | Tensor | None = None,
     num_seqs: Number | Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """The clipped policy-gradient loss (to minimise) and its metrics.
+    """The policy loss (to minimise) and its metrics, for any objective of :data:`OBJECTIVES`.
 
     Args:
         logp: ``(B, T)`` log-probs of the sampled tokens under the current policy (with grad).
         old_logp: ``(B, T)`` log-probs under the policy that generated the batch (no grad).
-            On-policy (one optimizer step per rollout batch) pass ``logp.detach()``.
+            On-policy (one optimizer step per rollout batch) pass ``logp.detach()``; in bypass mode
+            the rollout engine's log-probs.
         advantages: ``(B,)`` per response (from :func:`group_advantages`) or ``(B, T)`` per token.
-        mask: ``(B, T)`` 1/True on response tokens (EOS included), 0 on padding.
-        ratio: ``"token"`` (GRPO, Dr. GRPO, DAPO) or ``"sequence"`` (GSPO, in its GSPO-token form).
-        eps_low, eps_high: clip range ``[1 - eps_low, 1 + eps_high]``.
-        clip_ratio_c: dual-clip constant (> 1) bounding the loss of A < 0 tokens at ``-A * c``;
-            None = off. Not defined for ``ratio="sequence"``.
+        mask: ``(B, T)`` 1/True on response tokens (EOS included), 0 on padding (and on tokens a
+            rollout-correction rejection removed).
+        loss: the objective (``rewardlab.algos.objectives``): ppo (GRPO/DAPO/GSPO's clipped
+            surrogate), cispo, gmpo, sapo, gpg, dro, kl_cov, clip_cov, dppo_tv, dppo_kl.
+        ratio: ``"token"`` or ``"sequence"`` (GSPO, in its GSPO-token form; ``loss="ppo"`` only).
+        eps_low, eps_high: clip range ``[1 - eps_low, 1 + eps_high]`` (ppo, cispo, gmpo's log-ratio
+            range, clip_cov); DPPO's trust-region sizes.
+        clip_ratio_c: dual-clip constant (> 1) bounding the loss of A < 0 tokens at ``-A * c``
+            (ppo); DPPO's ratio truncation. None = off. Not defined for ``ratio="sequence"``.
+        tau_pos, tau_neg, dro_beta, cov_ratio, kl_cov_coef, clip_cov_lb, clip_cov_ub: the settings
+            of SAPO, DRO, KL-Cov and Clip-Cov (see :class:`Algo`).
         agg: aggregation mode (see :func:`aggregate`); ``max_len`` is the constant L of
-            ``seq-mean-token-sum-norm``.
-        ref_logp, beta, kl: KL to a frozen reference, added per token as ``beta * k``; with
-            ``beta=0`` and ``ref_logp`` given, ``kl_ref`` is still reported.
-        entropy, entropy_coef: ``(B, T)`` per-token entropy; ``- entropy_coef * H`` is added per token.
+            ``seq-mean-token-sum-norm``. SAPO always uses seq-mean-token-mean and GMPO a mean over
+            sequences (as verl).
+        ref_logp, beta, kl: KL to a frozen reference, ``beta * k`` per token aggregated with
+            ``agg``; with ``beta=0`` and ``ref_logp`` given, ``kl_ref`` is still reported.
+        entropy, entropy_coef: ``(B, T)`` per-token entropy; ``- entropy_coef * H`` per token.
+        is_weights: ``(B, T)`` rollout-correction weights (detached) that multiply the policy
+            loss per token (GMPO: their per-sequence geometric mean), as verl's ``rollout_is_weights``.
+        select: ``(B, T)`` bool, the KL-Cov / Clip-Cov token selection made over the whole step
+            (:func:`rewardlab.algos.objectives.cov_select`); None = select within this call (verl).
         num_tokens, num_seqs: the whole optimizer step's response-token count and B_eff (summed
             over micro-batches and ranks). Pass them when a step is split, so that the sum of the
             micro-batch losses equals the loss of the step (exactly the same gradient).
@@ -471,14 +531,16 @@ def policy_loss(
         (``kl_ref`` only with ``ref_logp``, ``entropy`` only with ``entropy``). Token metrics are
         means over this call's response tokens; combine calls with :func:`combine_metrics`.
     """
+    _check_choice("loss", loss, tuple(OBJECTIVES))
     _check_choice("ratio", ratio, RATIO_LEVELS)
     _check_choice("agg", agg, AGGREGATIONS)
     kl = _kl_kind(kl)
     _check_choice("kl", kl, KL_KINDS)
-    _check_clip(eps_low, eps_high, clip_ratio_c, ratio)
+    _check_clip(eps_low, eps_high, clip_ratio_c, ratio, loss)
     if logp.dim() != 2:
         raise AlgoError(f"logp must be (B, T), got shape {tuple(logp.shape)}")
-    for name, t in (("old_logp", old_logp), ("mask", mask), ("ref_logp", ref_logp), ("entropy", entropy)):
+    for name, t in (("old_logp", old_logp), ("mask", mask), ("ref_logp", ref_logp), ("entropy", entropy),
+                    ("is_weights", is_weights), ("select", select)):
         if t is not None and t.shape != logp.shape:
             raise AlgoError(f"{name} must have logp's shape {tuple(logp.shape)}, got {tuple(t.shape)}")
     if advantages.shape not in (logp.shape, logp.shape[:1]):
@@ -498,71 +560,62 @@ def policy_loss(
     if adv.dim() == 1:
         adv = adv[:, None].expand_as(lp)  # (B, T)
     adv = torch.where(m, adv, zero)  # (B, T)
-    log_ratio = lp - lp_old  # (B, T)
+    params = objectives.Params(ratio=ratio, eps_low=eps_low, eps_high=eps_high, clip_ratio_c=clip_ratio_c,
+                               tau_pos=tau_pos, tau_neg=tau_neg, dro_beta=dro_beta, cov_ratio=cov_ratio,
+                               kl_cov_coef=kl_cov_coef, clip_cov_lb=clip_cov_lb, clip_cov_ub=clip_cov_ub)
+    obj = objectives.OBJECTIVES[loss](lp, lp_old, adv, m, params, None if select is None else select.bool() & m)
+    w = None if is_weights is None else torch.where(m, is_weights.detach().to(cdt), zero)  # (B, T)
 
-    if ratio == "token":
-        rho = torch.exp(log_ratio.clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP))  # (B, T)
+    kw = {"max_len": max_len, "num_tokens": num_tokens, "num_seqs": num_seqs}
+    if obj.seq is not None:
+        # --- GMPO: one loss per sequence, averaged over the step's sequences (verl: all B rows) ---
+        seq_loss = obj.seq  # (B,)
+        if w is not None:  # the per-sequence geometric mean of the weights, as verl
+            n = mf.sum(-1)  # (B,)
+            seq_loss = seq_loss * torch.exp((torch.log(w + 1e-10) * mf).sum(-1) / (n + 1e-8))  # (B,)
+        pg = seq_loss.sum() / _denominator(num_seqs, torch.tensor(float(len(seq_loss)), dtype=cdt), "num_seqs")
     else:
-        # --- GSPO: s_i = exp(mean_t log ratio), as sg(s_i) * exp(lp - sg(lp)) (GSPO-token form) ---
-        log_s = sequence_log_ratio(lp, lp_old, m)  # (B,)
-        log_rho = lp - lp.detach() + log_s.detach()[:, None]  # (B, T) value log s_i, grad d lp
-        rho = torch.exp(log_rho.clamp(max=_GSPO_LOG_MAX))  # (B, T)
-
-    loss_unclipped = -adv * rho  # (B, T)
-    loss_clipped = -adv * rho.clamp(1 - eps_low, 1 + eps_high)  # (B, T)
-    tok_loss = torch.maximum(loss_unclipped, loss_clipped)  # (B, T)
-    dual = torch.zeros_like(m)  # (B, T)
-    if clip_ratio_c is not None:
-        # --- dual clip: for A < 0, cap the loss at -A * c ---
-        cap = -adv * clip_ratio_c  # (B, T)
-        dual = (adv < 0) & (tok_loss > cap) & m  # (B, T)
-        tok_loss = torch.where(adv < 0, torch.minimum(tok_loss, cap), tok_loss)  # (B, T)
-
-    total = tok_loss  # (B, T)
+        tok_loss = obj.tok if w is None else obj.tok * w  # (B, T)
+        pg = aggregate(tok_loss, m, obj.agg or agg, **kw)
+    total = pg
     kl_tok = None
     if ref_logp is not None:
         lp_ref = torch.where(m, ref_logp.detach().to(cdt), zero)  # (B, T)
         kl_tok = kl_penalty(lp, lp_ref, kl)  # (B, T)
         if beta != 0:
-            total = total + beta * kl_tok  # (B, T)
+            total = total + beta * aggregate(kl_tok, m, agg, **kw)
     ent = None
     if entropy is not None:
         ent = torch.where(m, entropy.to(cdt), zero)  # (B, T)
         if entropy_coef != 0:
-            total = total - entropy_coef * ent  # (B, T)
-
-    kw = {"max_len": max_len, "num_tokens": num_tokens, "num_seqs": num_seqs}
-    loss = aggregate(total, m, agg, **kw)
+            total = total - entropy_coef * aggregate(ent, m, agg, **kw)
 
     # --- metrics (detached; token means over this call's response tokens) ---
     with torch.no_grad():
         n_tok = mf.sum()
         denom = n_tok.clamp(min=1)
-        r = rho.detach()  # (B, T)
-        low = (adv < 0) & (r < 1 - eps_low) & m  # (B, T)
-        high = (adv > 0) & (r > 1 + eps_high) & m  # (B, T)
+        r = obj.ratio if obj.ratio is not None else objectives.token_ratio(lp.detach() - lp_old)  # (B, T)
         big = torch.finfo(cdt).max
         one = torch.ones((), dtype=cdt, device=r.device)
-        metrics: dict[str, Tensor] = {
-            "loss": loss.detach(),
-            "pg_loss": aggregate(tok_loss.detach(), m, agg, **kw) if total is not tok_loss else loss.detach(),
-            "clip_frac": (low | high).to(cdt).sum() / denom,
-            "clip_frac_low": low.to(cdt).sum() / denom,
-            "clip_frac_high": high.to(cdt).sum() / denom,
-            "dual_clip_frac": dual.to(cdt).sum() / denom,
+        metrics: dict[str, Tensor] = {"loss": total.detach(), "pg_loss": pg.detach()}
+        for name, per_tok in obj.metrics.items():
+            metrics[name] = (per_tok.to(cdt) * mf).sum() / denom
+        metrics.update({
             "approx_kl_old": ((lp_old - lp.detach()) * mf).sum() / denom,
             "ratio/mean": (r * mf).sum() / denom,
             # no host sync: an empty batch reports 1.0 (combine_metrics ignores it)
             "ratio/min": torch.where(n_tok > 0, torch.where(m, r, big).min(), one),
             "ratio/max": torch.where(n_tok > 0, torch.where(m, r, -big).max(), one),
-        }
+        })
+        if w is not None:
+            metrics["is_weight/mean"] = (w * mf).sum() / denom
         if kl_tok is not None:
             metrics["kl_ref"] = (kl_tok.detach() * mf).sum() / denom
         if ent is not None:
             metrics["entropy"] = (ent.detach() * mf).sum() / denom
         metrics["tokens"] = n_tok
         metrics["seqs"] = (mf.sum(-1) > 0).sum().to(cdt)
-    return loss, metrics
+    return total, metrics
 
 
 def combine_metrics(parts: Iterable[Mapping[str, Tensor | float]]) -> dict[str, float]:
@@ -634,8 +687,9 @@ def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise AlgoError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
 
 
-def _check_clip(eps_low: Any, eps_high: Any, clip_ratio_c: Any, ratio: str) -> None:
-    if not _is_real(eps_low) or not 0 <= eps_low < 1:
+def _check_clip(eps_low: Any, eps_high: Any, clip_ratio_c: Any, ratio: str, loss: str = "ppo") -> None:
+    if not _is_real(eps_low) or eps_low < 0 or (eps_low >= 1 and loss != "cispo"):
+        # cispo alone: eps_low >= 1 means no lower clip (MiniMax-M1 / verl's example uses 10)
         raise AlgoError(f"eps_low must be in [0, 1), got {eps_low!r}")
     if not _is_real(eps_high) or eps_high < 0:
         raise AlgoError(f"eps_high must be >= 0, got {eps_high!r}")
@@ -644,6 +698,8 @@ def _check_clip(eps_low: Any, eps_high: Any, clip_ratio_c: Any, ratio: str) -> N
             raise AlgoError(f"clip_ratio_c (dual clip) must be > 1 or None, got {clip_ratio_c!r}")
         if ratio == "sequence":
             raise AlgoError("dual clip (clip_ratio_c) is not defined for the sequence ratio (GSPO); set it to None")
+    if ratio == "sequence" and loss != "ppo":
+        raise AlgoError(f"ratio 'sequence' (GSPO) is defined for loss 'ppo' only, got loss {loss!r}")
 
 
 def _denominator(given: Number | Tensor | None, local: Tensor, name: str) -> Tensor | float:
