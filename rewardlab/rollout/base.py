@@ -58,6 +58,10 @@ class Completion:
     """Decoded completion with special tokens skipped."""
     finish_reason: FinishReason
     """"stop" (EOS or a stop string) or "length" (max_new_tokens reached)."""
+    logprobs: list[float] | None = None
+    """log-prob of each token in token_ids under the sampling distribution (after
+    temperature/top-k/top-p) — HF engine; vLLM reports its raw logprobs, see rollout/vllm.py.
+    Same length as ``token_ids``; None when the engine did not record them."""
 
 
 @runtime_checkable

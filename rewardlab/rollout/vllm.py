@@ -53,10 +53,12 @@ __all__ = ["CPU_MAX_BATCHED_TOKENS", "INSTALL_HINT", "VLLMCompletion", "VLLMEngi
 
 @dataclass
 class VLLMCompletion(Completion):
-    """A :class:`~rewardlab.rollout.base.Completion` plus vLLM's sampled-token log-probs."""
+    """A :class:`~rewardlab.rollout.base.Completion` from vLLM.
 
-    logprobs: list[float] | None = None
-    """Log-prob of each token in ``token_ids`` under vLLM's copy of the policy (raw logits)."""
+    Its ``logprobs`` (the base field) are the log-prob of each token in ``token_ids`` under vLLM's
+    copy of the policy from the raw logits (before temperature / top-k / top-p), unlike the HF
+    engine's, which are under the processed sampling distribution.
+    """
 
 
 def logprob_mismatch(
