@@ -83,6 +83,53 @@ def test_micro_batches_sum_to_the_step(agg, ratio, splits):
         assert combined[k] == pytest.approx(float(v), rel=1e-12, abs=1e-14), k
 
 
+OBJECTIVE_KW = {
+    "cispo": dict(eps_low=10.0, eps_high=0.2), "gmpo": dict(eps_low=0.4, eps_high=0.4), "sapo": {}, "gpg": {},
+    "dro": dict(dro_beta=0.5), "kl_cov": dict(cov_ratio=0.1, kl_cov_coef=1.0),
+    "clip_cov": dict(cov_ratio=0.2, clip_cov_lb=0.05, eps_high=0.28), "dppo_tv": dict(eps_low=0.15, eps_high=0.15,
+                                                                                     clip_ratio_c=3.0),
+    "dppo_kl": dict(eps_low=0.05, eps_high=0.05, clip_ratio_c=3.0),
+}
+
+
+@pytest.mark.parametrize("loss", sorted(OBJECTIVE_KW))
+@pytest.mark.parametrize("agg", AGGS)
+@pytest.mark.parametrize("splits", [[6, 6], [1, 4, 2, 5]])
+def test_every_objective_is_micro_batch_invariant(loss, agg, splits):
+    """Each new objective, with rollout-correction weights, KL and entropy terms: micro-batch losses
+    and gradients sum to the step's. KL-Cov / Clip-Cov select their tokens over the whole step."""
+    batch = make_batch()
+    w = 0.5 + torch.rand(batch["logp"].shape, generator=torch.Generator().manual_seed(1), dtype=F64)  # (B, T)
+    kw = dict(loss=loss, agg=agg, max_len=MAX_LEN, beta=0.1, kl="k3", entropy_coef=0.01, **OBJECTIVE_KW[loss])
+    select = None
+    if loss in algos.objectives.COV_LOSSES:
+        p = algos.objectives.Params(**{k: v for k, v in kw.items() if k in algos.objectives.Params.__dataclass_fields__})
+        m = batch["mask"]
+        select = algos.objectives.cov_select([(batch["logp"] * m, batch["old"] * m, batch["adv"][:, None] * m, m)],
+                                             loss, p, generator=torch.Generator().manual_seed(0))[0]
+        assert select.any()
+    num_tokens, num_seqs = algos.step_counts(batch["mask"])
+
+    def part(rows, width=None, **extra):
+        cols = slice(None, width)
+        sel = None if select is None else select[rows][:, cols]
+        return run(batch, rows, width=width, is_weights=w[rows][:, cols], select=sel, **kw, **extra)
+
+    full_loss, full_metrics, full_g, full_ge = part(slice(None), num_seqs=num_seqs)
+    total, grads, egrads, start = 0.0, [], [], 0
+    for size in splits:
+        rows = slice(start, start + size)
+        width = max(int(batch["mask"][rows].sum(-1).max()), 1)
+        loss_k, _, g, ge = part(rows, width, num_tokens=num_tokens, num_seqs=num_seqs)
+        total, start = total + loss_k, start + size
+        grads.append(g)
+        egrads.append(ge)
+    torch.testing.assert_close(total, full_loss, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(torch.cat(grads), full_g, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(torch.cat(egrads), full_ge, rtol=1e-12, atol=1e-14)
+    assert full_g.abs().sum() > 0
+
+
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
 def test_micro_batch_local_denominators_are_the_bug(agg):
     """Without the step's counts, micro-batch losses do not sum to the step loss (why the args exist)."""
@@ -347,20 +394,38 @@ def test_overlong_penalty_shape_and_errors():
 
 
 def test_presets_match_the_table():
-    table = {  # docs/algorithms.md, "Presets"
-        "grpo": ("std", "token", 0.2, 0.2, "seq-mean-token-mean", 0.04, "k3", False, False, 1),
-        "dr_grpo": ("none", "token", 0.2, 0.2, "seq-mean-token-sum-norm", 0.0, None, False, False, 1),
-        "dapo": ("std", "token", 0.2, 0.28, "token-mean", 0.0, None, True, True, 1),
-        "gspo": ("std", "sequence", 3e-4, 4e-4, "seq-mean-token-mean", 0.0, None, False, False, 4),
+    table = {  # docs/algorithms.md, "Presets": advantage, loss, ratio, eps_low, eps_high, agg, beta, kl,
+        # dynamic sampling, overlong, mini-batches, clip_ratio_c
+        "grpo": ("std", "ppo", "token", 0.2, 0.2, "seq-mean-token-mean", 0.04, "k3", False, False, 1, None),
+        "dr_grpo": ("none", "ppo", "token", 0.2, 0.2, "seq-mean-token-sum-norm", 0.0, None, False, False, 1, None),
+        "dapo": ("std", "ppo", "token", 0.2, 0.28, "token-mean", 0.0, None, True, True, 1, None),
+        "gspo": ("std", "ppo", "sequence", 3e-4, 4e-4, "seq-mean-token-mean", 0.0, None, False, False, 4, None),
+        "rloo": ("rloo", "ppo", "token", 0.2, 0.2, "token-mean", 0.0, None, False, False, 1, None),
+        "reinforce_pp": ("reinforce_pp", "ppo", "token", 0.2, 0.2, "token-mean", 0.001, "k2", False, False, 1, None),
+        "reinforce_pp_baseline": ("reinforce_pp_baseline", "ppo", "token", 0.2, 0.2, "token-mean", 0.001, "k2",
+                                  False, False, 1, None),
+        "cispo": ("std", "cispo", "token", 10.0, 0.2, "token-mean", 0.0, None, False, False, 1, None),
+        "gmpo": ("std", "gmpo", "token", 0.4, 0.4, "seq-mean-token-mean", 0.0, None, False, False, 1, None),
+        "sapo": ("std", "sapo", "token", 0.2, 0.2, "seq-mean-token-mean", 0.0, None, False, False, 1, None),
+        "clip_cov": ("std", "clip_cov", "token", 0.2, 0.28, "token-mean", 0.0, None, False, False, 1, None),
+        "kl_cov": ("std", "kl_cov", "token", 0.2, 0.28, "token-mean", 0.0, None, False, False, 1, None),
+        "dppo_tv": ("std", "dppo_tv", "token", 0.15, 0.15, "token-mean", 0.0, None, False, False, 1, 3.0),
+        "dppo_kl": ("std", "dppo_kl", "token", 0.05, 0.05, "token-mean", 0.0, None, False, False, 1, 3.0),
+        "gpg": ("gpg", "gpg", "token", 0.2, 0.2, "token-mean", 0.0, None, False, False, 1, None),
+        "opo": ("opo", "ppo", "token", 0.2, 0.2, "token-mean", 0.0, None, False, False, 1, None),
+        "remax": ("remax", "ppo", "token", 0.2, 0.2, "token-mean", 0.0, None, False, False, 1, None),
+        "grpo_passk": ("grpo_passk", "ppo", "token", 0.2, 0.2, "seq-mean-token-mean", 0.04, "k3", False, False, 1,
+                       None),
     }
     assert set(algos.PRESETS) == set(table)
-    for name, (adv, ratio, lo, hi, agg, beta, kl, ds, ol, mb) in table.items():
+    for name, (adv, loss, ratio, lo, hi, agg, beta, kl, ds, ol, mb, c) in table.items():
         p = algos.preset(name)
-        assert (p["advantage"], p["ratio"], p["eps_low"], p["eps_high"], p["agg"], p["beta"]) == (adv, ratio, lo, hi, agg, beta)
+        assert (p["advantage"], p["loss"], p["ratio"], p["eps_low"], p["eps_high"], p["agg"], p["beta"]) == (
+            adv, loss, ratio, lo, hi, agg, beta), name
         if kl is not None:
             assert p["kl"] == kl
-        assert (p["dynamic_sampling"], p["overlong"], p["mini_batches"]) == (ds, ol, mb)
-        assert p["clip_ratio_c"] is None and p["overlong_filter"] is False
+        assert (p["dynamic_sampling"], p["overlong"], p["mini_batches"], p["clip_ratio_c"]) == (ds, ol, mb, c), name
+        assert p["overlong_filter"] is False and p["correction"] is None
         assert set(p) == set(algos.PRESETS["grpo"])  # every preset has every field
 
 

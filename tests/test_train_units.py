@@ -129,7 +129,7 @@ class _LogprobEngine:
             with torch.no_grad():
                 lp, _ = token_logprobs(self.model, pad_batch([s], 0, "cpu"))  # (1, R)
             lps = (lp[0, : len(c.token_ids)] - self.OFFSET).tolist()
-            out.append(VLLMCompletion(**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)}, logprobs=lps))
+            out.append(VLLMCompletion(**{**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)}, "logprobs": lps}))
         return out
 
     def load_weights(self, model):

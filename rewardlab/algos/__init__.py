@@ -137,6 +137,12 @@ class Algo(Mapping):
     """Mask out (loss weight 0) completions that hit max_new_tokens without EOS."""
     mini_batches: int = 1
     """Optimizer steps per rollout batch per epoch (GSPO: 4, which makes it off-policy)."""
+    correction: str | None = None
+    """Rollout correction with the engine's log-probs: a preset of rewardlab.algos.correction (verl's names: decoupled_token_is, decoupled_seq_is_rs, decoupled_token_icepop, bypass_ppo_clip, bypass_pg_is, ...); None = off."""
+    correction_threshold: str | None = None
+    """Override of the correction preset's IS threshold: a number u (truncate at u) or "l_u" (IcePop / MIS band)."""
+    correction_rs_threshold: str | None = None
+    """Override of the correction preset's rejection threshold(s), comma-separated like its options."""
 
     def __getitem__(self, key: str) -> Any:
         if key not in FIELDS:
@@ -178,10 +184,27 @@ class Algo(Mapping):
             raise AlgoError(f"mini_batches must be an integer >= 1, got {mb!r}")
         if cache is not None and (isinstance(cache, bool) or not isinstance(cache, int) or cache < 1):
             raise AlgoError(f"overlong_cache must be an integer >= 1 or None, got {cache!r}")
+        if self.correction is not None or self.correction_threshold is not None or self.correction_rs_threshold is not None:
+            self.rollout_correction()  # a bad preset name or threshold raises here
         for name in ("dynamic_sampling", "overlong", "overlong_filter"):
             if not isinstance(getattr(self, name), bool):
                 raise AlgoError(f"{name} must be true or false, got {getattr(self, name)!r}")
         return self
+
+    def rollout_correction(self) -> Any:
+        """The :class:`rewardlab.algos.correction.Correction` these fields name, or None when off."""
+        from rewardlab.algos import correction  # it imports this module
+
+        if self.correction is None:
+            if self.correction_threshold is not None or self.correction_rs_threshold is not None:
+                raise AlgoError("correction_threshold / correction_rs_threshold need a correction preset (--correction)")
+            return None
+        over: dict[str, Any] = {}
+        if self.correction_threshold is not None:
+            over["is_threshold"] = _threshold(self.correction_threshold)
+        if self.correction_rs_threshold is not None:
+            over["rs_threshold"] = _threshold(self.correction_rs_threshold)
+        return correction.preset(self.correction, **over)
 
     def with_overrides(self, **overrides: Any) -> "Algo":
         """A checked copy with ``overrides`` applied (KL aliases resolved); unknown names raise."""
@@ -207,7 +230,41 @@ DAPO = replace(GRPO, eps_high=0.28, agg="token-mean", beta=0.0, dynamic_sampling
 GSPO = replace(GRPO, ratio="sequence", eps_low=3e-4, eps_high=4e-4, beta=0.0, mini_batches=4)
 """GSPO: sequence-level ratio, tiny clip range, no KL, 4 mini-batches per rollout (off-policy)."""
 
-PRESETS: dict[str, Algo] = {"grpo": GRPO, "dr_grpo": DR_GRPO, "dapo": DAPO, "gspo": GSPO}
+RLOO = replace(GRPO, advantage="rloo", agg="token-mean", beta=0.0)
+"""RLOO (Ahmadian et al. 2024): leave-one-out baseline r_i - mean of the others, no std, no KL."""
+REINFORCE_PP = replace(GRPO, advantage="reinforce_pp", agg="token-mean", beta=0.001, kl="k2")
+"""REINFORCE++ (Hu et al. 2025): return whitened over the whole batch, no critic; k2 KL at 0.001 (verl's example)."""
+REINFORCE_PP_BASELINE = replace(REINFORCE_PP, advantage="reinforce_pp_baseline")
+"""REINFORCE++-baseline: r - group mean, then whitened over the batch's tokens."""
+CISPO = replace(GRPO, loss="cispo", eps_low=10.0, eps_high=0.2, agg="token-mean", beta=0.0)
+"""CISPO (MiniMax-M1, 2025): clipped, stop-gradient IS weight times the REINFORCE term; no lower clip (verl's example)."""
+GMPO = replace(GRPO, loss="gmpo", eps_low=0.4, eps_high=0.4, beta=0.0)
+"""GMPO (Zhao et al. 2025): geometric mean of token ratios per sequence, log-ratio clipped to [-0.4, 0.4]."""
+SAPO = replace(GRPO, loss="sapo", beta=0.0)
+"""SAPO (Qwen, 2025): a sigmoid gate instead of the hard clip, tau_pos 1.0, tau_neg 1.05."""
+CLIP_COV = replace(DAPO, loss="clip_cov", dynamic_sampling=False, overlong=False)
+"""Clip-Cov (Cui et al. 2025): clip-higher PPO whose highest-covariance tokens lose their gradient."""
+KL_COV = replace(CLIP_COV, loss="kl_cov")
+"""KL-Cov (Cui et al. 2025): unclipped ratio loss plus |log ratio| on the highest-covariance tokens."""
+DPPO_TV = replace(GRPO, loss="dppo_tv", eps_low=0.15, eps_high=0.15, clip_ratio_c=3.0, agg="token-mean", beta=0.0)
+"""DPPO, total-variation region: tokens whose probability moved more than 0.15 leave the loss."""
+DPPO_KL = replace(DPPO_TV, loss="dppo_kl", eps_low=0.05, eps_high=0.05)
+"""DPPO, binary-KL region of 0.05."""
+GPG = replace(GRPO, advantage="gpg", loss="gpg", agg="token-mean", beta=0.0)
+"""GPG (Chu et al. 2025): plain policy gradient on r - mean scaled by the batch's share of non-zero rewards."""
+OPO = replace(GRPO, advantage="opo", agg="token-mean", beta=0.0)
+"""OPO (Hao et al. 2025): length-weighted group baseline, strictly on-policy."""
+REMAX = replace(GRPO, advantage="remax", agg="token-mean", beta=0.0)
+"""ReMax (Li et al. 2023): the reward of the prompt's greedy completion as the baseline."""
+GRPO_PASSK = replace(GRPO, advantage="grpo_passk")
+"""Pass@k training (Chen et al. 2025): only the best response of a group gets r_max - r_second."""
+
+PRESETS: dict[str, Algo] = {
+    "grpo": GRPO, "dr_grpo": DR_GRPO, "dapo": DAPO, "gspo": GSPO,
+    "rloo": RLOO, "reinforce_pp": REINFORCE_PP, "reinforce_pp_baseline": REINFORCE_PP_BASELINE, "cispo": CISPO,
+    "gmpo": GMPO, "sapo": SAPO, "clip_cov": CLIP_COV, "kl_cov": KL_COV, "dppo_tv": DPPO_TV, "dppo_kl": DPPO_KL,
+    "gpg": GPG, "opo": OPO, "remax": REMAX, "grpo_passk": GRPO_PASSK,
+}
 """The presets of ``docs/algorithms.md``; their keys are the one list of algorithm names."""
 
 ALGOS: tuple[str, ...] = tuple(PRESETS)
@@ -676,6 +733,14 @@ def _compute_dtype(t: Tensor) -> torch.dtype:
 
 def _is_real(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _threshold(text: Any) -> float | str:
+    """A correction threshold from text: a number stays a number, "l_u" or "a,b" stays text."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return str(text)
 
 
 def _kl_kind(kind: Any) -> Any:

@@ -11,7 +11,8 @@
                 plus DAPO's overlong shaping; DAPO dynamic sampling drops zero-variance groups and
                 generates again until P groups survive, at most --max-gen-batches rounds (then it
                 trains on the groups it kept, or skips the step if it kept none)
-    advantage   group z-score (or r - mean) per prompt id
+    advantage   group z-score (or r - mean) per prompt id, or an estimator (RLOO, REINFORCE++, ReMax's
+                greedy baseline, ...: rewardlab.algos.advantages)
     update      old log-probs recomputed by the training model when the step is off-policy, then
                 mini-batches x epochs optimizer steps, each accumulated over micro-batches whose
                 loss uses the whole optimizer step's token / sequence counts (all ranks)
@@ -41,6 +42,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from rewardlab import algos, models, tasks
+from rewardlab.algos import advantages
 from rewardlab.errors import RewardlabError
 from rewardlab.locks import FolderLock
 from rewardlab.logging import JsonlWriter, MetricsLogger, truncate_jsonl
@@ -256,7 +258,10 @@ def rollout_and_score(run: Run, step: int) -> Batch:
     batch = Batch(target=cfg.prompts_per_step * cfg.group_size)
     while len(batch.kept) < batch.target and batch.gen_round < cfg.max_gen_batches:
         batch.gen_round += 1
-        scored = score(run, *generate(run, step, batch), batch)
+        mine, prompt_texts, outs = generate(run, step, batch)
+        scored = score(run, mine, prompt_texts, outs, batch)
+        if algo.advantage == "remax":  # --- ReMax: each prompt's greedy completion's reward is its baseline ---
+            greedy_baselines(run, mine, prompt_texts, scored, batch)
         batch.generated.extend(scored)
         group_ids = torch.tensor([s.group for s in scored])  # (N,)
         metric = torch.tensor([float(s.task_score or 0.0) for s in scored])  # (N,)
@@ -296,6 +301,20 @@ def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], 
         raise
     batch.timings["time/generate"] += time.perf_counter() - t0
     return mine, prompt_texts, outs
+
+
+def greedy_baselines(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], scored: list[Sample],
+                     batch: Batch) -> None:
+    """ReMax: one greedy completion per prompt, scored like the samples; its reward is the group's baseline."""
+    t0 = time.perf_counter()
+    greedy = SamplingParams(max_new_tokens=run.cfg.max_new_tokens, temperature=0.0)
+    gather = distributed.gathered_params(run.model) if run.cfg.rollout == "hf" else contextlib.nullcontext()
+    with gather:
+        outs = run.engine.generate(prompt_texts, 1, greedy)
+    batch.timings["time/generate"] += time.perf_counter() - t0
+    baseline = {s.group: s.score for s in score(run, mine, prompt_texts, outs, batch)}  # every rank's groups
+    for s in scored:
+        s.baseline = baseline[s.group]
 
 
 def render(run: Run, row: Any) -> str:
@@ -338,11 +357,29 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
 
 
 def set_advantages(run: Run, kept: list[Sample]) -> None:
-    rewards = torch.tensor([s.score for s in kept], dtype=torch.float32)  # (N,)
-    adv = algos.group_advantages(rewards, torch.tensor([s.group for s in kept]), scale=run.algo.advantage)  # (N,)
-    adv = adv * _ADVANTAGE_SIGN  # +1 always, except in tests/test_learning.py's negative control
-    for s, a in zip(kept, adv.tolist()):
-        s.advantage = a
+    algo = run.algo
+    groups = torch.tensor([s.group for s in kept])  # (N,)
+    if algo.advantage in algos.ADVANTAGE_SCALES:  # group z-score (GRPO, DAPO, GSPO) or r - mean (Dr. GRPO)
+        rewards = torch.tensor([s.score for s in kept], dtype=torch.float32)  # (N,)
+        adv = algos.group_advantages(rewards, groups, scale=algo.advantage)  # (N,)
+        adv = adv * _ADVANTAGE_SIGN  # +1 always, except in tests/test_learning.py's negative control
+        for s, a in zip(kept, adv.tolist()):
+            s.advantage = a
+        return
+    # --- advantage estimators (RLOO, REINFORCE++, OPO, pass@k, ReMax, GPG): per token, as verl ---
+    lengths = torch.tensor([len(s.token_ids) for s in kept])  # (N,)
+    mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).to(torch.float64)  # (N, R)
+    token_rewards = advantages.outcome_token_rewards(torch.tensor([s.score for s in kept], dtype=torch.float64), mask)
+    fn = advantages.ESTIMATORS[algo.advantage]
+    if algo.advantage == "reinforce_pp":
+        adv, _ = fn(token_rewards, mask, gamma=algo.gamma)  # (N, R)
+    elif algo.advantage == "remax":
+        adv, _ = fn(token_rewards, mask, torch.tensor([s.baseline for s in kept], dtype=torch.float64))  # (N, R)
+    else:
+        adv, _ = fn(token_rewards, mask, groups)  # (N, R)
+    adv = adv * _ADVANTAGE_SIGN
+    for s, row, n in zip(kept, adv.tolist(), lengths.tolist()):
+        s.advantage = row[:n]
 
 
 # --- update: rewardlab/train/update.py (update_policy: old/ref log-probs, then the optimizer steps) ---

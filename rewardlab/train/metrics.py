@@ -43,6 +43,11 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
     metrics.update(combined)
     if update.mismatch_on:
         metrics.update(combine_mismatch([x for part in distributed.gather_objects(update.mismatch) for x in part]))
+    if update.correction:  # --- rollout correction (--correction): verl's metric names, token-weighted over ranks ---
+        parts = [x for part in distributed.gather_objects(update.correction) for x in part]
+        total = sum(n for n, _ in parts) or 1.0
+        for name in sorted({k for _, m in parts for k in m}):
+            metrics[f"rollout_corr/{name}"] = sum(n * m.get(name, 0.0) for n, m in parts) / total
     metrics["grad_norm"] = mean_or_none(update.grad_norms)
     metrics["lr"] = run.scheduler.get_last_lr()[0]
     metrics.update(batch.timings)

@@ -110,11 +110,15 @@ class Sample:
     components: dict[str, float | None]
     info: dict[str, Any]
     overlong: float = 0.0
-    advantage: float = 0.0
+    advantage: float | list[float] = 0.0
+    """One advantage for every token (group z-score, RLOO, ...) or one per token (REINFORCE++ with gamma < 1)."""
     gen_round: int = 0
+    baseline: float | None = None
+    """ReMax: the reward of the prompt's greedy completion (the baseline subtracted from the score)."""
     rollout_logprobs: list[float] | None = None
-    """The rollout engine's log-prob of each token in ``token_ids`` (vLLM reports them; HF does
-    not). Logged against the trainer's own log-probs (``rollout/*`` metrics), never used as old_logp."""
+    """The rollout engine's log-prob of each token in ``token_ids`` under the distribution it sampled
+    from. Logged against the trainer's own log-probs (``rollout/*`` metrics); rollout correction
+    weights the loss by their ratio, and bypass mode uses them as old log-probs."""
 
 
 
@@ -293,6 +297,11 @@ def rank_rng(state: dict[str, Any], rank: int, world_size: int) -> dict[str, Any
     return state["rng"]
 
 
+def _mean_advantage(adv: float | list[float]) -> float:
+    """A row's advantage for rollouts.jsonl: the value, or the mean of per-token advantages."""
+    return sum(adv) / len(adv) if isinstance(adv, list) and adv else float(adv or 0.0)
+
+
 def logprobs_of(completion: Any) -> list[float] | None:
     """The engine's sampled-token log-probs of a completion (vLLM sets ``logprobs``), else None."""
     lps = getattr(completion, "logprobs", None)
@@ -324,7 +333,7 @@ def rollout_rows(step: int, samples: list[Sample], kept: list[Sample]) -> list[d
             "step": step, "gen_round": s.gen_round, "group": s.group, "row_id": s.row.id,
             "prompt": s.prompt_text, "completion": s.text, "reference": _jsonable(s.row.reference),
             "reward": s.score, "components": s.components, "overlong_penalty": s.overlong,
-            "advantage": s.advantage if id(s) in kept_ids else None, "kept": id(s) in kept_ids,
+            "advantage": _mean_advantage(s.advantage) if id(s) in kept_ids else None, "kept": id(s) in kept_ids,
             "finish_reason": s.finish_reason, "length": len(s.token_ids), "info": s.info,
         }
         for s in samples

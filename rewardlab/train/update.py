@@ -4,6 +4,13 @@ Each optimizer step accumulates micro-batches whose loss uses the whole step's t
 counts (all micro-batches, all ranks), so splitting a step never changes its gradient. Off-policy
 steps (more than one optimizer step per rollout) take ``lp_old`` from the training model before
 any update, never from the inference engine.
+
+Rollout correction (``--correction``, ``rewardlab.algos.correction``) is computed once per rollout
+batch, before any update, from the trainer's pre-update log-probs and the engine's: IS weights and
+rejection masks per micro-batch (batch normalisation over this rank's whole batch), so the step's
+token counts already exclude rejected tokens. In bypass mode the engine's log-probs are the old
+log-probs (PPO-clip: the ratio pi / pi_rollout is the correction; REINFORCE: -A lp w). KL-Cov and
+Clip-Cov choose their tokens over the whole optimizer step from a no-grad pass of the current model.
 """
 
 from __future__ import annotations
@@ -16,8 +23,11 @@ from typing import Any
 import torch
 
 from rewardlab import algos
+from rewardlab.algos import correction as rollout_correction
+from rewardlab.algos.objectives import COV_LOSSES, Params, cov_select
 from rewardlab.train import distributed
 from rewardlab.train.logprobs import pad_batch, shared_prompt_logprobs, token_logprobs
+from rewardlab.errors import RewardlabError
 from rewardlab.train.runtime import Batch, Run, Sample, micro_mismatch, oom, oom_error
 
 
@@ -29,6 +39,17 @@ class Update:
     grad_norms: list[float] = field(default_factory=list)
     mismatch: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     mismatch_on: bool = False
+    correction: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    """(tokens, rollout-correction metrics) per micro-batch, logged as ``rollout_corr/<name>``."""
+
+
+@dataclass
+class Corrected:
+    """One micro-batch's rollout correction: IS weights (or None), the kept-token mask, the engine's log-probs."""
+
+    weights: torch.Tensor | None  # (B, R)
+    mask: torch.Tensor  # (B, R)
+    rollout_lp: torch.Tensor  # (B, R)
 
 
 def update_policy(run: Run, batch: Batch) -> Update:
@@ -42,13 +63,16 @@ def update_policy(run: Run, batch: Batch) -> Update:
                                     for s in kept))
     try:
         old_lp, ref_lp, frozen_h = frozen_logprobs(run, minis)
+        corrected = correct_batch(run, minis, old_lp, update)
         run.model.train()
         for epoch in range(cfg.epochs):
             for mi, mb in enumerate(minis):
-                num_tokens, num_seqs = step_denominators(run, mb)
+                num_tokens, num_seqs = step_denominators(run, mb, mi, corrected)
+                select = cov_selection(run, mb, mi, old_lp if epoch == 0 and mi == 0 else None, corrected)
                 for ui in range(0, len(mb), sizes.micro_batch_size):
                     m = micro_step(run, mb[ui : ui + sizes.micro_batch_size], (mi, ui), epoch, old_lp, ref_lp,
-                                   frozen_h, num_tokens, num_seqs, update)
+                                   frozen_h, num_tokens, num_seqs, update, corrected.get((mi, ui)),
+                                   select.get((mi, ui)))
                     update.loss_metrics.append(m)
                 max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
                 update.grad_norms.append(distributed.clip_grad_norm(run.model, max_norm))
@@ -72,13 +96,14 @@ def frozen_logprobs(run: Run, minis: list[list[Sample]]) -> tuple[dict, dict, di
     old_lp: dict[tuple[int, int], Any] = {}
     ref_lp: dict[tuple[int, int], Any] = {}
     frozen_h: dict[tuple[int, int], Any] = {}
-    if not (run.sizes.off_policy or run.ref_model is not None):
+    need_old = run.sizes.off_policy or run.algo.correction is not None  # correction: the trainer's pre-update lp
+    if not (need_old or run.ref_model is not None):
         return old_lp, ref_lp, frozen_h
     run.model.eval()
     pad = run.tok.pad_token_id
     with torch.no_grad():
         for key, micro in micro_batches(minis, run.sizes.micro_batch_size):
-            if run.sizes.off_policy:
+            if need_old:
                 old_lp[key], _, hidden = shared_prompt_logprobs(run.model, micro, pad, run.device,
                                                                 prefix=run.prefix, autocast=run.autocast)
                 if hidden is not None:
@@ -96,17 +121,99 @@ def micro_batches(minis: list[list[Sample]], size: int) -> Iterator[tuple[tuple[
             yield (mi, ui), mb[ui : ui + size]
 
 
-def step_denominators(run: Run, mb: list[Sample]) -> tuple[float, float]:
-    """The whole optimizer step's response tokens and sequences, across micro-batches and ranks."""
+def correct_batch(run: Run, minis: list[list[Sample]], old_lp: dict, update: Update) -> dict[tuple[int, int], Corrected]:
+    """Rollout correction for every micro-batch (``--correction``), before any update; {} when off."""
+    corr = run.algo.rollout_correction()
+    if corr is None:
+        return {}
+    keys, parts = [], []
+    for key, micro in micro_batches(minis, run.sizes.micro_batch_size):
+        if any(s.rollout_logprobs is None or len(s.rollout_logprobs) != len(s.token_ids) for s in micro):
+            raise RewardlabError(f"--correction {run.algo.correction} needs the rollout engine's log-prob of every "
+                                 f"sampled token; the {run.cfg.rollout} engine did not report them")
+        mask = pad_batch(micro, run.tok.pad_token_id, run.device)["response_mask"]  # (B, R)
+        rollout = torch.zeros(mask.shape, dtype=torch.float32, device=run.device)  # (B, R)
+        for i, s in enumerate(micro):
+            rollout[i, : len(s.token_ids)] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
+        keys.append(key)
+        parts.append((old_lp[key].float(), rollout, mask))
+    # one call over the whole batch (padded to one width), so batch normalisation sees every row
+    width = max(p[0].shape[1] for p in parts)
+    cat = [torch.cat([torch.nn.functional.pad(p[j], (0, width - p[j].shape[1])) for p in parts]) for j in range(3)]
+    w, kept, metrics = rollout_correction.correct(cat[0], cat[1], cat[2], corr)  # (N, W), (N, W)
+    n_tok = float(cat[2].sum())
+    update.correction.append((n_tok, {k: float(v) for k, v in metrics.items()}))
+    out, row = {}, 0
+    for key, (lp, rollout, mask) in zip(keys, parts):
+        b, r = mask.shape
+        out[key] = Corrected(None if w is None else w[row : row + b, :r], kept[row : row + b, :r], rollout)
+        row += b
+    return out
+
+
+def cov_selection(run: Run, mb: list[Sample], mi: int, lp_now: dict | None,
+                  corrected: dict[tuple[int, int], Corrected]) -> dict[tuple[int, int], torch.Tensor]:
+    """KL-Cov / Clip-Cov: the tokens chosen over the whole optimizer step, from the current model's log-probs.
+
+    ``lp_now`` holds them already for the first step of a batch when the pre-update pass ran; otherwise
+    one no-grad pass computes them."""
+    algo = run.algo
+    if algo.loss not in COV_LOSSES:
+        return {}
+    keys, parts = [], []
+    pad = run.tok.pad_token_id
+    with torch.no_grad():
+        for ui in range(0, len(mb), run.sizes.micro_batch_size):
+            micro, key = mb[ui : ui + run.sizes.micro_batch_size], (mi, ui)
+            mask = corrected[key].mask if key in corrected else pad_batch(micro, pad, run.device)["response_mask"]
+            if lp_now is not None and key in lp_now:
+                lp = lp_now[key]  # (B, R)
+            else:
+                lp = shared_prompt_logprobs(run.model, micro, pad, run.device, autocast=run.autocast)[0]  # (B, R)
+            lp = lp.float() * mask
+            adv = advantage_tensor(micro, mask)
+            adv = (adv[:, None] if adv.dim() == 1 else adv) * mask  # (B, R)
+            keys.append(key)
+            parts.append((lp, lp, adv, mask))  # lp_old = lp: the step starts at the current policy
+    p = Params(**{k: getattr(algo, k) for k in Params.__dataclass_fields__})
+    return dict(zip(keys, cov_select(parts, algo.loss, p)))
+
+
+def advantage_tensor(micro: list[Sample], mask: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` per-response advantages, or ``(B, R)`` when any sample has per-token ones (REINFORCE++, ...)."""
+    if any(isinstance(s.advantage, list) for s in micro):
+        adv = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)  # (B, R)
+        for i, s in enumerate(micro):
+            adv[i, : len(s.advantage)] = torch.tensor(s.advantage, dtype=torch.float32)
+        return adv
+    return torch.tensor([s.advantage for s in micro], device=mask.device)  # (B,)
+
+
+def step_denominators(run: Run, mb: list[Sample], mi: int = 0,
+                      corrected: dict[tuple[int, int], Corrected] | None = None) -> tuple[float, float]:
+    """The whole optimizer step's response tokens and sequences, across micro-batches and ranks
+    (tokens a rollout-correction rejection removed do not count)."""
     trained = [s for s in mb if not (run.algo.overlong_filter and s.finish_reason == "length")]
     n_tok = sum(len(s.token_ids) for s in trained)
     n_seq = sum(1 for s in trained if s.token_ids)
+    if corrected:
+        size = run.sizes.micro_batch_size
+        masks = []
+        for ui in range(0, len(mb), size):
+            m = corrected[(mi, ui)].mask  # (B, R)
+            if run.algo.overlong_filter:
+                keep = torch.tensor([s.finish_reason != "length" for s in mb[ui : ui + size]], dtype=m.dtype,
+                                    device=m.device)  # (B,)
+                m = m * keep[:, None]
+            masks.append(m)
+        n_tok, n_seq = algos.step_counts(masks)
     return (max(1.0, float(distributed.all_reduce_sum(float(n_tok)))),
             max(1.0, float(distributed.all_reduce_sum(float(n_seq)))))
 
 
 def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, old_lp: dict, ref_lp: dict,
-               frozen_h: dict, num_tokens: float, num_seqs: float, update: Update) -> dict[str, float]:
+               frozen_h: dict, num_tokens: float, num_seqs: float, update: Update, corrected: Corrected | None = None,
+               select: torch.Tensor | None = None) -> dict[str, float]:
     """Forward, loss and backward of one micro-batch (gradients accumulate); returns its loss metrics."""
     cfg, algo, device = run.cfg, run.algo, run.device
     b = pad_batch(micro, run.tok.pad_token_id, device)
@@ -125,13 +232,25 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
     old = old_lp[key] if run.sizes.off_policy else lp.detach()  # (B, R)
     if update.mismatch_on and epoch == 0:  # old = the policy that sampled, before any update
         update.mismatch.append(micro_mismatch(old, micro, b["response_mask"]))
-    adv = torch.tensor([s.advantage for s in micro], device=device)  # (B,)
+    adv = advantage_tensor(micro, mask)  # (B,) or (B, R)
     kw = algos.loss_kwargs(algo)
     kw.update(eps_low=float(algo.eps_low), eps_high=float(algo.eps_high), beta=float(algo.beta),
               entropy_coef=float(algo.entropy_coef))
+    weights = None
+    if corrected is not None:  # --- rollout correction: rejected tokens leave the mask; IS weights ---
+        mask = mask * corrected.mask  # (B, R)
+        weights = corrected.weights
+        corr = algo.rollout_correction()
+        if corr.bypass:  # --- bypass: the engine's log-probs are the old log-probs ---
+            old = corrected.rollout_lp  # (B, R)
+            if corr.bypass_loss == "reinforce":
+                kw["loss"] = "gpg"  # -A lp w
+            else:
+                weights = None  # PPO-clip on pi / pi_rollout: the ratio is the correction (verl)
     loss, metrics = algos.policy_loss(
         lp, old, adv, mask, **kw, max_len=cfg.max_new_tokens, ref_logp=ref_lp.get(key),
-        entropy=ent if algo.entropy_coef > 0 else ent.detach(), num_tokens=num_tokens, num_seqs=num_seqs,
+        entropy=ent if algo.entropy_coef > 0 else ent.detach(), is_weights=weights, select=select,
+        num_tokens=num_tokens, num_seqs=num_seqs,
     )
     loss.backward()
     return {k: float(v) for k, v in metrics.items()}
