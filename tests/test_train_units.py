@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 
 from rewardlab.train.logprobs import (
@@ -182,3 +185,40 @@ def test_progress_text_shows_generation_cost_only_when_dynamic_sampling_filtered
     skipped = {"skipped": 1, "completions/generated": 32, "completions/kept": 0, "num_gen_batches": 1,
                "gen_budget_exhausted": 1}
     assert progress_text(skipped) == "SKIPPED | kept 0/32 in 1 round (budget spent)"
+
+
+@pytest.mark.parametrize("correction", ["decoupled_token_is", "bypass_ppo_clip", "bypass_pg_is", "decoupled_k3_rs"])
+def test_rollout_correction_reaches_the_loss(correction, tiny_model_dir, tmp_path, monkeypatch):
+    """With engine log-probs 0.25 below the trainer's: decoupled token IS weights the loss by exp(0.25)
+    (old log-probs stay the trainer's); bypass takes the engine's as old log-probs (approx_kl_old = -0.25),
+    PPO-clip without weights in the loss, REINFORCE (bypass_pg_is) with sequence TIS weights in (1, 2].
+    K3 rejection at 0.01 rejects every token (k3(0.25) = 0.034): no token reaches the loss."""
+    import json
+
+    from rewardlab.train import build_config, loop
+    from rewardlab.train import train
+
+    monkeypatch.setattr(loop, "make_engine", lambda kind, model, tok, **kw: _LogprobEngine(model, tok, **kw))
+    cfg = build_config(None, {
+        "model": str(tiny_model_dir), "output_dir": str(tmp_path / "run"), "algo": "grpo", "rollout": "vllm",
+        "steps": "1", "prompts_per_step": "2", "group_size": "4", "max_new_tokens": "6", "reward": "format",
+        "reward_workers": "1", "threads": "1", "progress": "false", "plots": "false", "task_limit": "8",
+        "correction": correction,
+    })
+    train(cfg)
+    (m,) = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    off = _LogprobEngine.OFFSET
+    assert abs(m["rollout_corr/kl"] + off) < 1e-3  # mean(rollout - old)
+    if correction == "decoupled_k3_rs":
+        assert m["rollout_corr/rollout_rs_masked_fraction"] == pytest.approx(1.0)
+        assert m["ratio/mean"] == 0.0  # a token mean over no token: nothing reached the loss
+    elif correction == "decoupled_token_is":
+        assert abs(m["is_weight/mean"] - math.exp(off)) < 1e-3
+        assert abs(m["approx_kl_old"]) < 1e-6
+    else:
+        assert abs(m["approx_kl_old"] + off) < 1e-3
+        if correction == "bypass_ppo_clip":
+            assert "is_weight/mean" not in m and m["ratio/mean"] == pytest.approx(math.exp(off), abs=1e-3)
+        else:
+            assert 1.0 < m["is_weight/mean"] <= 2.0 + 1e-6
+            assert "clip_frac" not in m  # REINFORCE (gpg), not the clipped surrogate
