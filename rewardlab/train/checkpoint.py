@@ -11,6 +11,19 @@ on the next start.
     from rewardlab.train.checkpoint import latest_checkpoint, save_checkpoint
     save_checkpoint(run_dir, step, model, tokenizer, trainer_state)
     ckpt = latest_checkpoint(run_dir)            # None, or the newest *complete* step folder
+
+LoRA (a PEFT model, :mod:`rewardlab.train.lora`): the checkpoint holds the adapter only, in PEFT's
+format (``adapter_config.json`` + ``adapter_model.safetensors``, which ``PeftModel.from_pretrained``
+loads onto the base model), plus the tokenizer and ``trainer_state.pt``; ``merged=True`` also writes
+merged HF weights to ``step-NNNNNN/merged/`` (a plain ``from_pretrained`` / vLLM folder; a subfolder,
+because transformers would read a folder holding ``adapter_config.json`` as an adapter).
+:func:`load_weights` restores the adapter into a PEFT model built with the same LoRA settings.
+
+Retention: ``keep=K`` keeps the K newest complete checkpoints. An older one is first renamed to a
+hidden ``.tmp-del-`` folder (atomic) and only then deleted, so a process killed while deleting
+leaves nothing that looks complete; the checkpoint just written and partial folders are never
+touched (:func:`clean_partial` removes leftovers on the next start). :func:`checkpoint_bytes`
+reports a checkpoint's size on disk.
 """
 
 from __future__ import annotations
@@ -28,9 +41,12 @@ import torch
 from safetensors.torch import load_file
 
 from rewardlab.errors import RewardlabError
+from rewardlab.train.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_lora, load_adapter_weights, save_adapter, save_merged
 
 STATE_FILE = "trainer_state.pt"
 COMPLETE_MARKER = "COMPLETE"
+MERGED_DIR = "merged"
+"""Subfolder of a LoRA checkpoint with merged HF weights (``save_checkpoint(..., merged=True)``)."""
 _STEP_RE = re.compile(r"^step-(\d{6,})$")
 
 
@@ -40,9 +56,26 @@ def checkpoint_dir(run_dir: str | os.PathLike, step: int) -> Path:
 
 
 def is_complete(path: str | os.PathLike) -> bool:
-    """True when ``path`` is a finished checkpoint (marker, trainer state and a config present)."""
+    """True when ``path`` is a finished checkpoint (marker, trainer state and a model or adapter config)."""
     p = Path(path)
-    return (p / COMPLETE_MARKER).is_file() and (p / STATE_FILE).is_file() and (p / "config.json").is_file()
+    return ((p / COMPLETE_MARKER).is_file() and (p / STATE_FILE).is_file()
+            and ((p / "config.json").is_file() or (p / ADAPTER_CONFIG).is_file()))
+
+
+def is_adapter_checkpoint(path: str | os.PathLike) -> bool:
+    """True when the checkpoint holds a LoRA adapter (not full weights)."""
+    return (Path(path) / ADAPTER_CONFIG).is_file()
+
+
+def checkpoint_bytes(folder: str | os.PathLike) -> int:
+    """Bytes on disk of the files under ``folder`` (a checkpoint; symlinks are not followed)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                total += os.path.getsize(path)
+    return total
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
@@ -132,11 +165,14 @@ def save_checkpoint(
     *,
     state_dict: dict[str, Any] | None = None,
     keep: int = 0,
+    merged: bool = False,
 ) -> Path:
     """Write step ``step``'s checkpoint atomically and return its folder.
     ``trainer_state`` is pickled with ``torch.save`` (optimizer and scheduler state dicts, RNG
     states, data position, step...). ``state_dict`` overrides the weights to save (a gathered full
-    state dict under FSDP). ``keep > 0`` deletes all but the newest ``keep`` complete checkpoints.
+    state dict under FSDP). ``keep > 0`` deletes all but the newest ``keep`` complete checkpoints
+    (:func:`prune_checkpoints`). A PEFT (LoRA) model saves its adapter only; ``merged=True`` adds
+    merged HF weights in ``merged/`` (ignored for a plain model, whose weights are HF weights already).
     """
     final = checkpoint_dir(run_dir, step)
     root = final.parent
@@ -145,7 +181,12 @@ def save_checkpoint(
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+    if is_lora(model):
+        save_adapter(model, tmp, state_dict=state_dict)
+        if merged:
+            save_merged(model, tokenizer, tmp / MERGED_DIR, state_dict=state_dict)
+    else:
+        model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     torch.save(trainer_state, tmp / STATE_FILE)
@@ -161,9 +202,33 @@ def save_checkpoint(
         os.replace(tmp, final)
     _fsync_dir(root)
     if keep > 0:
-        for _s, path in list_checkpoints(run_dir)[:-keep]:
-            shutil.rmtree(path, ignore_errors=True)
+        prune_checkpoints(run_dir, keep, protect=final)
     return final
+
+
+def prune_checkpoints(run_dir: str | os.PathLike, keep: int, *, protect: str | os.PathLike | None = None) -> list[Path]:
+    """Delete all but the newest ``keep`` complete checkpoints; return the folders deleted.
+
+    ``protect`` (the checkpoint just written) is always kept too (one more than ``keep`` only if a
+    higher step is on disk, which a resumed run never has). Partial
+    folders are not touched. Each folder is renamed to a hidden ``.tmp-del-`` name first (atomic),
+    so a kill during the deletion leaves no half-deleted folder that still looks complete."""
+    if keep <= 0:
+        return []
+    found = [p for _s, p in list_checkpoints(run_dir)]
+    keep_set = set(found[-keep:])  # the newest by step, so never the newest complete one
+    if protect is not None:
+        keep_set.add(Path(protect))
+    removed = []
+    for path in found:
+        if path in keep_set:
+            continue
+        doomed = path.parent / f".tmp-del-{path.name}-{os.getpid()}"
+        os.replace(path, doomed)
+        _fsync_dir(path.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def load_trainer_state(ckpt: str | os.PathLike) -> dict[str, Any]:
@@ -175,8 +240,19 @@ def load_trainer_state(ckpt: str | os.PathLike) -> dict[str, Any]:
 
 
 def load_weights(model: Any, ckpt: str | os.PathLike) -> None:
-    """Load a checkpoint's safetensors weights into ``model`` in place (any sharding of the files)."""
+    """Load a checkpoint's weights into ``model`` in place: full safetensors weights (any sharding
+    of the files) into a plain model, or a LoRA adapter into a PEFT model made with the same LoRA
+    settings (an exact resume). A mismatch between the two kinds is an error, not a silent load."""
     p = Path(ckpt)
+    if is_adapter_checkpoint(p):
+        if not is_lora(model):
+            raise RewardlabError(f"checkpoint {p} holds a LoRA adapter, not full weights; resume with the same "
+                                 "--lora-rank / --lora-alpha / --lora-targets (apply_lora before load_weights)")
+        load_adapter_weights(model, p)
+        return
+    if is_lora(model):
+        raise RewardlabError(f"checkpoint {p} holds full weights but the model has LoRA adapters; resume without "
+                             "--lora-rank, or pick a new --output-dir")
     index = p / "model.safetensors.index.json"
     files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
     state: dict[str, torch.Tensor] = {}
@@ -195,6 +271,7 @@ def load_weights(model: Any, ckpt: str | os.PathLike) -> None:
 
 
 __all__ = [
-    "STATE_FILE", "checkpoint_dir", "clean_partial", "is_complete", "latest_checkpoint", "list_checkpoints",
-    "load_trainer_state", "load_weights", "rng_state", "save_checkpoint", "set_rng_state",
+    "ADAPTER_WEIGHTS", "MERGED_DIR", "STATE_FILE", "checkpoint_bytes", "checkpoint_dir", "clean_partial",
+    "is_adapter_checkpoint", "is_complete", "latest_checkpoint", "list_checkpoints", "load_trainer_state",
+    "load_weights", "prune_checkpoints", "rng_state", "save_checkpoint", "set_rng_state",
 ]
