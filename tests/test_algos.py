@@ -416,6 +416,8 @@ def test_presets_match_the_table():
         "remax": ("remax", "ppo", "token", 0.2, 0.2, "token-mean", 0.0, None, False, False, 1, None),
         "grpo_passk": ("grpo_passk", "ppo", "token", 0.2, 0.2, "seq-mean-token-mean", 0.04, "k3", False, False, 1,
                        None),
+        "ppo": ("gae", "ppo", "token", 0.2, 0.2, "token-mean", 0.0, None, False, False, 1, None),
+        "dpo": ("std", "dpo", "token", 0.2, 0.2, "seq-mean-token-mean", 0.0, None, False, False, 1, None),
     }
     assert set(algos.PRESETS) == set(table)
     for name, (adv, loss, ratio, lo, hi, agg, beta, kl, ds, ol, mb, c) in table.items():
@@ -426,6 +428,7 @@ def test_presets_match_the_table():
             assert p["kl"] == kl
         assert (p["dynamic_sampling"], p["overlong"], p["mini_batches"], p["clip_ratio_c"]) == (ds, ol, mb, c), name
         assert p["overlong_filter"] is False and p["correction"] is None
+        assert p["critic"] == ("separate" if name == "ppo" else None)
         assert set(p) == set(algos.PRESETS["grpo"])  # every preset has every field
 
 
@@ -438,6 +441,10 @@ def test_preset_overrides_copy_and_feed_policy_loss():
     for name in algos.PRESETS:
         kw = algos.loss_kwargs(algos.preset(name))
         assert set(kw) == set(algos.LOSS_FIELDS)
+        if kw["loss"] == "dpo":  # a pairwise branch of the update stage, not a policy_loss objective
+            with pytest.raises(algos.AlgoError, match="unknown loss 'dpo'"):
+                algos.policy_loss(batch["logp"], batch["old"], batch["adv"], batch["mask"], **kw)
+            continue
         lp = batch["logp"].clone().requires_grad_()
         loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"], max_len=MAX_LEN,
                                     ref_logp=batch["ref"], **kw)
@@ -446,7 +453,7 @@ def test_preset_overrides_copy_and_feed_policy_loss():
 
 
 @pytest.mark.parametrize("name,overrides,match", [
-    ("ppo", {}, "unknown algorithm preset 'ppo'; choose one of: grpo, dr_grpo, dapo, gspo"),
+    ("trpo", {}, "unknown algorithm preset 'trpo'; choose one of: grpo, dr_grpo, dapo, gspo, rloo"),
     ("grpo", {"epsilon": 0.1}, "unknown field"),
     ("grpo", {"agg": "mean"}, "unknown agg"),
     ("grpo", {"kl": "k4"}, "unknown kl"),
@@ -530,7 +537,7 @@ def test_validate_algo_defaults_are_valid():
                     "seq-mean-token-sum-norm, token-sum"),
     ("kl", ["k3"], "unknown kl ['k3']; choose one of: k1, k2, k3, abs, k1+, k2+, k3+, abs+"),  # not a string: no alias lookup
     ("ratio", "seq", "unknown ratio 'seq'; choose one of: token, sequence"),
-    ("advantage", "z", "unknown advantage 'z'; choose one of: std, none, rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg"),
+    ("advantage", "z", "unknown advantage 'z'; choose one of: std, none, rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg, gae"),
     ("overlong", 1, "overlong must be true or false, got 1"),
 ])
 def test_validate_algo_messages(field, value, message):

@@ -57,7 +57,7 @@ def test_yaml_then_cli_precedence_and_types(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"algo": "ppo"}, "unknown algo 'ppo'"),
+        ({"algo": "trpo"}, "unknown algo 'trpo'"),
         ({"agg": "mean"}, "unknown agg"),
         ({"steps": "0"}, "--steps must be >= 1"),
         ({"group_size": "many"}, "expects an integer"),

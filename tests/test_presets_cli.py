@@ -30,14 +30,15 @@ def train_cli(tmp_path: Path, model: Path, *extra: str) -> list[dict]:
     except SystemExit as e:  # main exits only on failure
         pytest.fail(f"rewardlab {' '.join(args)} exited {e.code}")
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    assert [r["step"] for r in rows] == [1, 2]
+    steps = int(extra[extra.index("--steps") + 1]) if "--steps" in extra else 2  # the last --steps wins
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))
     return rows
 
 
 @pytest.mark.parametrize("algo", sorted(PRESETS))
 def test_every_algorithm_preset_trains_two_steps(algo, tiny_model_dir, tmp_path):
     rows = train_cli(tmp_path, tiny_model_dir, "--algo", algo)
-    assert all(r.get("skipped", 0) or "loss" in r for r in rows)
+    assert all(r.get("skipped", 0) or "loss" in r or r.get("dpo/pairs") == 0 for r in rows)
 
 
 @pytest.mark.parametrize("name", sorted(c for c in CORRECTIONS if c != "disabled"))
@@ -59,3 +60,131 @@ def test_correction_sees_the_engine_mismatch_and_only_it(tiny_model_dir, tmp_pat
                      "--top-k", "5")
     assert all(r["rollout_corr/kl"] > 1.0 for r in top5), [r["rollout_corr/kl"] for r in top5]
     assert all(r["rollout_corr/rollout_is_mean"] < 0.5 for r in top5), [r["rollout_corr/rollout_is_mean"] for r in top5]
+
+
+OPTIONS = {  # the write-ups' options (docs/algorithms.md, "Ideas from popular descriptions"), 2 steps each
+    "ppo-separate-critic": ["--algo", "ppo"],
+    "ppo-shared-critic": ["--algo", "ppo", "--critic", "shared", "--critic-detach-below", "1",
+                          "--value-group-coef", "0.1"],
+    "clip-adapt-kl": ["--algo", "grpo", "--clip-adapt", "kl"],
+    "reward-norm-ema": ["--algo", "grpo", "--reward-norm", "ema"],
+    "group-size-variance": ["--algo", "grpo", "--group-size-policy", "variance", "--group-size-warmup", "1",
+                            "--group-size-min", "2", "--group-size-max", "6", "--group-size-threshold", "0.001"],
+    "bog": ["--algo", "grpo", "--bog-coef", "0.5", "--bog-warmup", "0.5"],
+    "dpo": ["--algo", "dpo"],
+}
+OPTION_METRICS = {"ppo-separate-critic": "vf_loss", "ppo-shared-critic": "value_group_mse",
+                  "clip-adapt-kl": "adaptive_clip/eps_high", "reward-norm-ema": "reward_norm/std",
+                  "group-size-variance": "group_size/mean", "bog": "bog/coef", "dpo": "dpo/pairs"}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_option_trains_two_steps(name, tiny_model_dir, tmp_path):
+    rows = train_cli(tmp_path, tiny_model_dir, *OPTIONS[name], "--reward", "test_presets_cli.graded")
+    for r in rows:
+        assert OPTION_METRICS[name] in r, sorted(r)
+
+
+class _Graded:
+    """A cheap reward with spread (the share of digits in the completion), so groups have a best and a worst."""
+
+    name = "graded"
+    isolated = True
+
+    def fast(self, completion, reference=None, **meta):
+        return self(completion, reference, **meta)
+
+    def __call__(self, completion, reference=None, **meta):
+        from rewardlab.rewards.base import RewardResult
+
+        return RewardResult(sum(c.isdigit() or c == " " for c in completion) / max(1, len(completion)))
+
+
+graded = _Graded()
+
+
+def test_variance_driven_groups_are_unequal_and_each_is_normalised_alone(tiny_model_dir, tmp_path):
+    """Two prompts that recur every step: after the warm-up step their group sizes follow their own reward
+    variance, so the step has unequal groups; each group's z-scored advantages still have mean 0 and
+    std 1 (zero-spread groups 0), and the completions trained on are exactly those generated."""
+    rows = train_cli(tmp_path, tiny_model_dir, "--algo", "grpo", "--task-limit", "2", "--steps", "4",
+                     "--group-size-policy", "variance", "--group-size-warmup", "1", "--group-size-min", "2",
+                     "--group-size-max", "7", "--group-size-threshold", "0.002", "--reward", "test_presets_cli.graded")
+    rollouts = [json.loads(x) for x in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
+    sizes = {}
+    for r in rollouts:
+        sizes.setdefault((r["step"], r["group"]), []).append(r)
+    assert {len(v) for (step, _), v in sizes.items() if step == 1} == {4}  # warm-up: the fixed group size
+    later = [len(v) for (step, _), v in sizes.items() if step > 1]
+    assert len(set(later)) > 1 or set(later) != {4}, later  # the policy changed some group's size
+    for m in rows:
+        n = sum(len(v) for (step, _), v in sizes.items() if step == m["step"])
+        assert m["completions/kept"] == m["completions/generated"] == n
+        assert m["group_size/mean"] == pytest.approx(n / 2)
+    for group in sizes.values():
+        adv = [r["advantage"] for r in group]
+        rewards = [r["reward"] for r in group]
+        if len(set(rewards)) == 1:
+            assert all(a == 0 for a in adv)
+            continue
+        mean = sum(adv) / len(adv)
+        std = (sum((a - mean) ** 2 for a in adv) / (len(adv) - 1)) ** 0.5
+        assert abs(mean) < 1e-5 and abs(std - 1) < 1e-3, (adv, rewards)
+
+
+@pytest.mark.parametrize("options", [
+    ["--algo", "ppo", "--beta", "0.04", "--clip-adapt", "kl", "--reward-norm", "ema", "--group-size-policy",
+     "variance", "--group-size-warmup", "1", "--group-size-threshold", "0.002", "--group-size-max", "6",
+     "--bog-coef", "0.5", "--value-group-coef", "0.1"],
+    ["--algo", "dpo"],
+], ids=["ppo-with-every-option", "dpo"])
+def test_resume_equals_straight_run_with_every_option_on(options, tiny_model_dir, tmp_path):
+    """4 steps straight vs 2 steps then a resume to 4: the same metrics and the same final weights, so the
+    value head and its optimizer, the adaptive clip's KL EMA, the reward EMA and the per-prompt variance
+    EMAs all travel in the checkpoint (a lost one changes the metrics of steps 3-4)."""
+    import torch
+    from safetensors.torch import load_file
+
+    common = [*options, "--task-limit", "2", "--reward", "test_presets_cli.graded", "--save-every", "2"]
+    straight = train_cli(tmp_path / "a", tiny_model_dir, *common, "--steps", "4")
+    train_cli(tmp_path / "b", tiny_model_dir, *common, "--steps", "2")
+    resumed = train_cli(tmp_path / "b", tiny_model_dir, *common, "--steps", "4")
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if not k.startswith("time/") and k != "tokens/s"} for r in rows]
+
+    assert strip(straight) == strip(resumed)
+    ckpt = "checkpoints/step-000004"
+    wa, wb = load_file(tmp_path / "a/run" / ckpt / "model.safetensors"), load_file(tmp_path / "b/run" / ckpt / "model.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    sa = torch.load(tmp_path / "a/run" / ckpt / "trainer_state.pt", weights_only=False)
+    sb = torch.load(tmp_path / "b/run" / ckpt / "trainer_state.pt", weights_only=False)
+    assert sa["options"] == sb["options"]
+    if "critic" in sa:
+        assert sa["options"].keys() == {"clip_adapt", "reward_norm", "group_sizes"}
+        for k, v in sa["critic"]["head"].items():
+            assert torch.equal(v, sb["critic"]["head"][k])
+
+
+def test_lora_through_the_cli_trains_adapters_only_and_resumes_exactly(tiny_model_dir, tmp_path):
+    """--lora-rank: the checkpoint holds a PEFT adapter (no full weight file), the last one merged HF
+    weights too, and a resumed run equals a straight one (adapter weights and metrics)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    common = ["--algo", "grpo", "--lora-rank", "4", "--lora-alpha", "8", "--lr", "1e-2", "--train-top-layers", "0",
+              "--reward", "test_presets_cli.graded", "--save-every", "2", "--save-total-limit", "2"]
+    straight = train_cli(tmp_path / "a", tiny_model_dir, *common, "--steps", "4")
+    train_cli(tmp_path / "b", tiny_model_dir, *common, "--steps", "2")
+    resumed = train_cli(tmp_path / "b", tiny_model_dir, *common, "--steps", "4")
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/") and k != "tokens/s"} for r in rows]
+    assert strip(straight) == strip(resumed)
+    last = tmp_path / "a/run/checkpoints/step-000004"
+    assert (last / "adapter_model.safetensors").is_file() and not (last / "model.safetensors").exists()
+    assert sorted(p.name for p in (tmp_path / "a/run/checkpoints").iterdir()) == ["step-000002", "step-000004"]
+    wa = load_file(last / "adapter_model.safetensors")
+    wb = load_file(tmp_path / "b/run/checkpoints/step-000004/adapter_model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert any(float(v.abs().sum()) > 0 for k, v in wa.items() if "lora_B" in k)  # the adapters trained
+    AutoModelForCausalLM.from_pretrained(last / "merged")  # merged HF weights load as a plain model

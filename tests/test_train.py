@@ -254,7 +254,7 @@ def test_resume_equals_straight_run(tiny_model_dir, tmp_path):
 
 def test_bad_input_is_one_line_error(tiny_model_dir, tmp_path):
     cases = [
-        (["train", "--algo", "ppo"], "unknown algo 'ppo'"),
+        (["train", "--algo", "trpo"], "unknown algo 'trpo'"),
         (base_args(tiny_model_dir, tmp_path / "a", algo="gspo", group_size=3), "does not split into 4 mini-batches"),
         (base_args(tmp_path / "no-such-model", tmp_path / "b"), "does not exist"),
     ]

@@ -60,9 +60,12 @@ KL_KINDS: tuple[str, ...] = ("k1", "k2", "k3", "abs", "k1+", "k2+", "k3+", "abs+
 _KL_ALIASES = {"low_var_kl": "k3", "low_var_kl+": "k3+", "kl": "k1", "k1+": "k1+", "mse": "k2", "mse+": "k2+"}
 RATIO_LEVELS: tuple[str, ...] = ("token", "sequence")
 ADVANTAGE_SCALES: tuple[str, ...] = ("std", "none")
-ESTIMATORS: tuple[str, ...] = ("rloo", "reinforce_pp", "reinforce_pp_baseline", "opo", "grpo_passk", "remax", "gpg")
+ESTIMATORS: tuple[str, ...] = ("rloo", "reinforce_pp", "reinforce_pp_baseline", "opo", "grpo_passk", "remax", "gpg",
+                                "gae")
 """Advantage estimators beyond the group z-score (``rewardlab.algos.advantages``)."""
 ADVANTAGES: tuple[str, ...] = ADVANTAGE_SCALES + ESTIMATORS
+LOSSES: tuple[str, ...] = tuple(OBJECTIVES) + ("dpo",)
+"""``Algo.loss`` choices: the per-token objectives, plus online DPO on group pairs (a branch of the update stage)."""
 
 _K3_X_CLAMP = 20.0  # k3: x = lp_ref - lp clamped to [-20, 20]
 _K3_VALUE_CLAMP = 10.0  # k3: value clamped to [-10, 10]
@@ -92,7 +95,21 @@ class Algo(Mapping):
     advantage: str = "std"
     """Advantage: std (group z-score, GRPO/DAPO/GSPO), none (r - group mean, Dr. GRPO), or an estimator of rewardlab.algos.advantages (rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg)."""
     gamma: float = 1.0
-    """Discount of the per-token return for advantage reinforce_pp (rewards sit on the last token)."""
+    """Discount of the per-token return for advantages reinforce_pp and gae (rewards sit on the last token)."""
+    lam: float = 0.95
+    """GAE lambda (advantage gae)."""
+    critic: str | None = None
+    """PPO value model for advantage gae: shared (a value head on the policy's trunk), separate (a copy of the policy as critic), or a model folder / hub id; None = none."""
+    critic_detach_below: int = 0
+    """Value-loss gradients reach only the top N trunk blocks of the critic (and its head); 0 = every block."""
+    critic_lr: float | None = None
+    """Learning rate of the value head (and a separate critic's trunk); None = the policy's --lr."""
+    vf_coef: float = 0.5
+    """Weight of the clipped value loss (verl compute_value_loss, 0.5 applied inside) in the step's loss."""
+    cliprange_value: float = 0.5
+    """Clip range of the value prediction around the old value (verl's critic default 0.5)."""
+    value_group_coef: float = 0.0
+    """Write-up option: weight of an MSE pulling the value at the first response token toward the group-mean reward."""
     loss: str = field(default="ppo", metadata={"loss": True})
     """Policy objective: ppo (clipped surrogate), cispo, gmpo, sapo, gpg, dro, kl_cov, clip_cov, dppo_tv, dppo_kl."""
     ratio: str = field(default="token", metadata={"loss": True})
@@ -137,6 +154,36 @@ class Algo(Mapping):
     """Mask out (loss weight 0) completions that hit max_new_tokens without EOS."""
     mini_batches: int = 1
     """Optimizer steps per rollout batch per epoch (GSPO: 4, which makes it off-policy)."""
+    clip_adapt: str | None = None
+    """Write-up option: kl = adapt the clip range to the measured KL (to the reference when beta > 0, else to the old policy), eps = eps_base (1 + alpha (target - kl) / target); None = off."""
+    clip_adapt_alpha: float = 1.0
+    """KL-adaptive clip: alpha, the strength of the adaptation."""
+    clip_adapt_target: float = 0.01
+    """KL-adaptive clip: the KL target."""
+    clip_adapt_min: float = 0.05
+    """KL-adaptive clip: the smallest clip range."""
+    clip_adapt_max: float = 0.4
+    """KL-adaptive clip: the largest clip range."""
+    reward_norm: str | None = None
+    """Write-up option: ema = normalise rewards by a global, bias-corrected EMA of their mean and variance before the advantage; None = off."""
+    reward_norm_decay: float = 0.99
+    """EMA reward normalisation: the decay."""
+    group_size_policy: str = "fixed"
+    """Write-up option: fixed (group_size for every prompt) or variance (G = clamp(ceil(var_ema / threshold), min, max) per prompt, after a warm-up)."""
+    group_size_min: int = 2
+    """Variance-driven group size: the smallest G."""
+    group_size_max: int = 16
+    """Variance-driven group size: the largest G."""
+    group_size_threshold: float = 0.02
+    """Variance-driven group size: reward variance per extra completion."""
+    group_size_warmup: int = 5
+    """Variance-driven group size: steps with the fixed group_size before the policy applies."""
+    bog_coef: float = 0.0
+    """Write-up option: lambda of the best-of-group NLL (the unique best completion of each group, above the group mean); 0 = off."""
+    bog_warmup: float = 0.1
+    """Best-of-group loss: fraction of the steps over which lambda rises linearly from 0."""
+    dpo_beta: float = 0.1
+    """Online DPO (loss dpo): beta of the sigmoid loss on (best, worst) pairs of each group against the reference."""
     correction: str | None = None
     """Rollout correction with the engine's log-probs: a preset of rewardlab.algos.correction (verl's names: decoupled_token_is, decoupled_seq_is_rs, decoupled_token_icepop, bypass_ppo_clip, bypass_pg_is, ...); None = off."""
     correction_threshold: str | None = None
@@ -158,13 +205,52 @@ class Algo(Mapping):
     def check(self) -> "Algo":
         """Raise :class:`AlgoError` naming the first bad field; return ``self``."""
         _check_choice("advantage", self.advantage, ADVANTAGES)
-        _check_choice("loss", self.loss, tuple(OBJECTIVES))
+        _check_choice("loss", self.loss, LOSSES)
         _check_choice("ratio", self.ratio, RATIO_LEVELS)
         _check_choice("agg", self.agg, AGGREGATIONS)
         _check_choice("kl", _kl_kind(self.kl), KL_KINDS)
         _check_clip(self.eps_low, self.eps_high, self.clip_ratio_c, self.ratio, self.loss)
         if not _is_real(self.gamma) or not 0 < self.gamma <= 1:
             raise AlgoError(f"gamma must be in (0, 1], got {self.gamma!r}")
+        if not _is_real(self.lam) or not 0 <= self.lam <= 1:
+            raise AlgoError(f"lam must be in [0, 1], got {self.lam!r}")
+        if (self.advantage == "gae") != (self.critic is not None):
+            raise AlgoError("advantage 'gae' and a critic go together: set both (--advantage gae --critic shared|separate|MODEL) "
+                            f"or neither, got advantage {self.advantage!r} and critic {self.critic!r}")
+        cdb = self.critic_detach_below
+        if isinstance(cdb, bool) or not isinstance(cdb, int) or cdb < 0:
+            raise AlgoError(f"critic_detach_below must be an integer >= 0, got {cdb!r}")
+        if self.critic_lr is not None and (not _is_real(self.critic_lr) or self.critic_lr <= 0):
+            raise AlgoError(f"critic_lr must be a number > 0 or None, got {self.critic_lr!r}")
+        if self.clip_adapt not in (None, "kl"):
+            raise AlgoError(f"unknown clip_adapt {self.clip_adapt!r}; choose kl or None")
+        if self.clip_adapt == "kl" and self.mini_batches == 1 and self.beta == 0:
+            raise AlgoError("clip_adapt kl needs a KL to measure: beta > 0 (KL to the reference) or mini_batches > 1 "
+                            "(KL to the old policy); one on-policy step without a reference has KL 0")
+        if self.reward_norm not in (None, "ema"):
+            raise AlgoError(f"unknown reward_norm {self.reward_norm!r}; choose ema or None")
+        _check_choice("group_size_policy", self.group_size_policy, ("fixed", "variance"))
+        for name in ("group_size_min", "group_size_max", "group_size_warmup"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "group_size_warmup" else 2):
+                raise AlgoError(f"{name} must be an integer >= {0 if name == 'group_size_warmup' else 2}, got {v!r}")
+        if self.group_size_min > self.group_size_max:
+            raise AlgoError(f"group_size_min {self.group_size_min} is above group_size_max {self.group_size_max}")
+        if self.group_size_policy == "variance" and (self.dynamic_sampling or self.mini_batches > 1):
+            raise AlgoError("group_size_policy variance works with one mini-batch and no dynamic sampling")
+        for name in ("clip_adapt_alpha", "clip_adapt_target", "clip_adapt_min", "clip_adapt_max", "group_size_threshold",
+                     "dpo_beta"):
+            if not _is_real(getattr(self, name)) or getattr(self, name) <= 0:
+                raise AlgoError(f"{name} must be a number > 0, got {getattr(self, name)!r}")
+        if not _is_real(self.reward_norm_decay) or not 0 < self.reward_norm_decay < 1:
+            raise AlgoError(f"reward_norm_decay must be in (0, 1), got {self.reward_norm_decay!r}")
+        if not _is_real(self.bog_warmup) or not 0 <= self.bog_warmup <= 1:
+            raise AlgoError(f"bog_warmup must be in [0, 1], got {self.bog_warmup!r}")
+        if self.loss == "dpo" and (self.critic is not None or self.mini_batches > 1 or self.correction is not None):
+            raise AlgoError("loss dpo is an on-policy pairwise loss: no critic, one mini-batch, no rollout correction")
+        for name in ("vf_coef", "cliprange_value", "value_group_coef", "bog_coef"):
+            if not _is_real(getattr(self, name)) or getattr(self, name) < 0:
+                raise AlgoError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
         for name in ("tau_pos", "tau_neg", "cov_ratio"):
             if not _is_real(getattr(self, name)) or getattr(self, name) <= 0:
                 raise AlgoError(f"{name} must be a number > 0, got {getattr(self, name)!r}")
@@ -259,11 +345,18 @@ REMAX = replace(GRPO, advantage="remax", agg="token-mean", beta=0.0)
 GRPO_PASSK = replace(GRPO, advantage="grpo_passk")
 """Pass@k training (Chen et al. 2025): only the best response of a group gets r_max - r_second."""
 
+PPO = replace(GRPO, advantage="gae", critic="separate", agg="token-mean", beta=0.0)
+"""PPO with a value model (Schulman et al. 2017; the RLHF form of Ouyang et al. 2022): GAE (gamma 1, lambda 0.95) on a separate critic, clipped value loss."""
+
+DPO = replace(GRPO, loss="dpo", beta=0.0)
+"""Online DPO (Rafailov et al. 2023; on-policy pairs as in Guo et al. 2024): the best and worst completion of each group, beta 0.1."""
+
 PRESETS: dict[str, Algo] = {
     "grpo": GRPO, "dr_grpo": DR_GRPO, "dapo": DAPO, "gspo": GSPO,
     "rloo": RLOO, "reinforce_pp": REINFORCE_PP, "reinforce_pp_baseline": REINFORCE_PP_BASELINE, "cispo": CISPO,
     "gmpo": GMPO, "sapo": SAPO, "clip_cov": CLIP_COV, "kl_cov": KL_COV, "dppo_tv": DPPO_TV, "dppo_kl": DPPO_KL,
-    "gpg": GPG, "opo": OPO, "remax": REMAX, "grpo_passk": GRPO_PASSK,
+    "gpg": GPG, "opo": OPO, "remax": REMAX, "grpo_passk": GRPO_PASSK, "ppo": PPO,
+    "dpo": DPO,
 }
 """The presets of ``docs/algorithms.md``; their keys are the one list of algorithm names."""
 
@@ -504,6 +597,14 @@ METRIC_REDUCE: dict[str, str] = {
     "trunc_frac": "token",
     "cov_frac": "token",
     "abs_kl_old": "token",
+    "vf_loss": "sum",
+    "bog/nll": "sum",
+    "bog/rows": "sum",
+    "dpo/loss": "sum",
+    "dpo/pairs": "sum",
+    "vf_clipfrac": "token",
+    "value_group_mse": "sum",
+    "values/mean": "token",
     "is_weight/mean": "token",
     "approx_kl_old": "token",
     "ratio/mean": "token",

@@ -22,7 +22,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.eval import run_eval
 from rewardlab.train import Interrupted, TrainConfig, build_config, parse_overrides, set_threads
 from rewardlab.train import train as run_training
-from rewardlab.train.checkpoint import checkpoint_dir
+from rewardlab.train.checkpoint import checkpoint_dir, is_adapter_checkpoint
 from rewardlab.train.config import field_docs
 
 
@@ -74,7 +74,10 @@ def train(ctx: click.Context, config_path: str | None, algo: str | None, model: 
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None
     if cfg.eval_before_after and started:
-        _eval(cfg, run_dir / "eval" / "after", str(checkpoint_dir(run_dir, cfg.steps)))
+        ckpt = checkpoint_dir(run_dir, cfg.steps)
+        if is_adapter_checkpoint(ckpt):  # LoRA: evaluate the merged weights saved with the last checkpoint
+            ckpt = ckpt / "merged"
+        _eval(cfg, run_dir / "eval" / "after", str(ckpt))
 
 
 def _eval(cfg: TrainConfig, out_dir: Path, model_ref: str) -> None:

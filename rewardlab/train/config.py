@@ -116,6 +116,16 @@ class _Settings:
     """Train only the top N transformer blocks plus the final norm (0 = train every parameter)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
+    lora_rank: int = 0
+    """LoRA adapter rank (0 = no LoRA). LoRA usually wants a higher --lr than full fine-tuning (guidance: ~10x)."""
+    lora_alpha: float = 16.0
+    """LoRA scale: adapters are scaled by lora_alpha / lora_rank."""
+    lora_targets: str | None = None
+    """Comma-separated module names to adapt, 'attention' (q/k/v/o), or None = every linear layer of the blocks."""
+    lora_dropout: float = 0.0
+    """Dropout on the adapters (keep 0 for RL: it makes the on-policy ratio differ from 1)."""
+    save_merged: bool = False
+    """LoRA: also write merged HF weights to each checkpoint's merged/ folder (the last checkpoint always gets them)."""
 
     # --- algorithm overrides: every algos.Algo field, added below as an optional field (None = preset) ---
     max_gen_batches: int = 4
@@ -141,7 +151,7 @@ class _Settings:
     save_every: int = 10
     """Save a checkpoint every N steps (and always at the end or on Ctrl-C)."""
     keep_checkpoints: int = 2
-    """Complete checkpoints to keep (older ones are deleted; 0 = keep all)."""
+    """Complete checkpoints to keep (older ones are deleted; 0 = keep all); --save-total-limit is the same setting."""
     tensorboard: bool = False
     """Also log to TensorBoard (needs the tensorboard package)."""
     wandb: bool = False
@@ -239,8 +249,12 @@ def _coerce(name: str, value: Any) -> Any:
     raise RewardlabError(f"{name} expects {base.__name__}, got {value!r}")
 
 
+_ALIASES = {"save_total_limit": "keep_checkpoints"}  # the HF Trainer's name for the same setting
+
+
 def _check_name(name: str) -> str:
     key = name.replace("-", "_")
+    key = _ALIASES.get(key, key)
     if key not in _hints():
         close = difflib.get_close_matches(key, list(_hints()), n=1)
         hint = f" (did you mean --{close[0].replace('_', '-')}?)" if close else ""
@@ -330,6 +344,8 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError(f"--vllm-gpu-memory-utilization must be in (0, 1], got {cfg.vllm_gpu_memory_utilization}")
     if cfg.train_top_layers < 0 or cfg.warmup_steps < 0 or cfg.keep_checkpoints < 0:
         raise RewardlabError("--train-top-layers, --warmup-steps and --keep-checkpoints must be >= 0")
+    if cfg.lora_rank < 0 or cfg.lora_alpha <= 0 or not 0 <= cfg.lora_dropout < 1:
+        raise RewardlabError("--lora-rank must be >= 0, --lora-alpha > 0 and --lora-dropout in [0, 1)")
     if cfg.overlong_cache is not None and not 0 < cfg.overlong_cache < cfg.max_new_tokens:
         raise RewardlabError(
             f"--overlong-cache must be between 1 and max_new_tokens-1 ({cfg.max_new_tokens - 1}), got {cfg.overlong_cache}"
@@ -448,7 +464,7 @@ def save_yaml(path: str | os.PathLike, cfg: TrainConfig, *, derived: Derived | N
     os.replace(tmp, path)
 
 
-_RESUME_FREE = {"steps", "output_dir", "progress", "plots", "tensorboard", "wandb", "save_every",
+_RESUME_FREE = {"steps", "output_dir", "progress", "plots", "tensorboard", "wandb", "save_every", "save_merged",
                 "keep_checkpoints", "eval_before_after", "eval_limit", "threads", "reward_workers",
                 "rollout_batch_size", "device", "vllm_gpu_memory_utilization", "vllm_sleep_mode"}
 """Settings a run may resume with changed: they do not alter the training trajectory."""

@@ -42,7 +42,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from rewardlab import algos, models, tasks
-from rewardlab.algos import advantages
+from rewardlab.algos import advantages, extras
 from rewardlab.errors import RewardlabError
 from rewardlab.locks import FolderLock
 from rewardlab.logging import JsonlWriter, MetricsLogger, truncate_jsonl
@@ -51,11 +51,12 @@ from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm, score_batch
 from rewardlab.rollout import Collectives, SamplingParams, format_prompt, make_engine
 from rewardlab.train import distributed
-from rewardlab.train.checkpoint import (clean_partial, latest_checkpoint, load_trainer_state, load_weights, rng_state,
+from rewardlab.train.checkpoint import (checkpoint_bytes, clean_partial, latest_checkpoint, load_trainer_state, load_weights, rng_state,
                                         save_checkpoint, set_rng_state)
 from rewardlab.train.config import (TrainConfig, check_model, derive, describe_diff, resolve_algo,
                                     resolve_device, save_yaml, settings_diff, to_dict)
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
+from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters
 from rewardlab.train.metrics import gen_metrics, step_metrics
 from rewardlab.train.runtime import (Batch, Interrupted, PromptStream, Run, Sample, StopFlag, build_reward, logprobs_of,
                                      oom, oom_error, rank_rng, rollout_rows, run_dir_of, seed_everything, set_threads)
@@ -198,11 +199,15 @@ def load(run: Run, threads: int | None) -> None:
         save_yaml(run.run_dir / "config.yaml", cfg, derived=run.sizes, algo=algo)
     if run.device.type == "cuda" and cfg.dtype == "auto":
         run.autocast = torch.autocast("cuda", dtype=torch.bfloat16)
-    if algo.beta > 0:  # reference model only when the KL term is on
+    if algo.beta > 0 or algo.loss == "dpo":  # reference model only when the KL term (or DPO) needs it
         run.ref_model = copy.deepcopy(model).eval().requires_grad_(False).to(run.device)
-    if ckpt is not None:
-        load_weights(model, ckpt)
     n_trainable = freeze_to_top_layers(model, cfg.train_top_layers)
+    if cfg.lora_rank:  # --- LoRA (peft): adapters only, in the top --train-top-layers blocks (0 = all) ---
+        model = apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_targets, cfg.lora_dropout,
+                           top_layers=cfg.train_top_layers)
+        n_trainable = trainable_parameters(model)
+    if ckpt is not None:  # after LoRA: an adapter checkpoint loads into the PEFT model
+        load_weights(model, ckpt)
     if cfg.train_top_layers and run.sizes.off_policy and dist.world_size == 1:
         blocks = decoder_blocks(model)
         if blocks is not None and cfg.train_top_layers < len(blocks):
@@ -214,6 +219,9 @@ def load(run: Run, threads: int | None) -> None:
     params = [p for p in run.model.parameters() if p.requires_grad]
     run.optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
                                       weight_decay=cfg.weight_decay)
+    if algo.critic is not None:  # --- PPO: a value model and its own optimizer ---
+        load_critic(run, model)
+    make_options(run)
     if pool_ready is not None and not pool_ready.wait(STARTUP_TIMEOUT):  # no step is graded on a cold reward pool
         run.say(f"  reward workers not ready after {STARTUP_TIMEOUT:g} s: the first items may time out (phase startup)")
     warm = max(0, cfg.warmup_steps)
@@ -222,19 +230,75 @@ def load(run: Run, threads: int | None) -> None:
     if state is not None:  # collective under FSDP: every rank loads, rank 0's full state is broadcast and sharded
         distributed.load_optimizer_state_dict(run.model, run.optimizer, state["optimizer"])
         run.scheduler.load_state_dict(state["scheduler"])
+        if run.critic is not None:
+            run.critic.load_saved(state["critic"])
+            run.critic_opt.load_state_dict(state["critic_optimizer"])
+        for name, obj in option_states(run).items():
+            obj.load_state_dict(state["options"][name])
+    where = f"top {cfg.train_top_layers} blocks" if cfg.train_top_layers else "all blocks"
     run.say(f"  trainable parameters        {n_trainable / 1e6:.2f} M"
-            + (f" (top {cfg.train_top_layers} blocks + final norm)" if cfg.train_top_layers else " (all)"))
+            + (f" (LoRA rank {cfg.lora_rank}, alpha {cfg.lora_alpha:g}, {where})" if cfg.lora_rank else
+               f" (top {cfg.train_top_layers} blocks + final norm)" if cfg.train_top_layers else " (all)"))
     if cfg.rollout == "hf":
         engine_kw: dict[str, Any] = {"batch_size": cfg.rollout_batch_size}
     else:  # the vLLM engine borrows the trainer's collectives (rollout never imports rewardlab.train)
         engine_kw = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization, "enable_sleep_mode": cfg.vllm_sleep_mode,
                      "seed": cfg.seed, "collectives": Collectives(
                          world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
-                         full_state_dict=distributed.full_state_dict, on_destroy=distributed.on_destroy)}
+                         full_state_dict=full_state_dict_for_engine(run), on_destroy=distributed.on_destroy)}
     run.engine = make_engine(cfg.rollout, run.model, run.tok, **engine_kw)
     run.stream = PromptStream(len(run.rows), cfg.seed)
     if state is not None:
         run.stream.load(state["data"])
+
+
+def full_state_dict_for_engine(run: Run) -> Callable[..., Any]:
+    """What vLLM loads after each update: the full weights, merged with the LoRA adapters when LoRA is on."""
+    if not is_lora(run.model):
+        return distributed.full_state_dict
+    return lambda m, cpu=True: merged_state_dict(m, distributed.full_state_dict(m, cpu=cpu))
+
+
+def make_options(run: Run) -> None:
+    """The write-ups' stateful options (docs/algorithms.md, "Ideas from popular descriptions"), when on."""
+    algo, cfg = run.algo, run.cfg
+    if algo.clip_adapt == "kl":
+        run.clip_adapt = extras.AdaptiveClip(algo.eps_low, algo.eps_high, alpha=algo.clip_adapt_alpha,
+                                             kl_target=algo.clip_adapt_target, eps_min=algo.clip_adapt_min,
+                                             eps_max=algo.clip_adapt_max)
+    if algo.reward_norm == "ema":
+        run.reward_norm = extras.EmaRewardNorm(decay=algo.reward_norm_decay)
+    if algo.group_size_policy == "variance":
+        if run.dist.world_size > 1:
+            raise RewardlabError("--group-size-policy variance runs in one process for now (not under torchrun)")
+        run.group_sizes = extras.GroupSizePolicy(cfg.group_size, algo.group_size_min, algo.group_size_max,
+                                                 algo.group_size_threshold, algo.group_size_warmup)
+
+
+def option_states(run: Run) -> dict[str, Any]:
+    """The options whose state a checkpoint carries, by name."""
+    named = {"clip_adapt": run.clip_adapt, "reward_norm": run.reward_norm, "group_sizes": run.group_sizes}
+    return {k: v for k, v in named.items() if v is not None}
+
+
+def load_critic(run: Run, model: Any) -> None:
+    """PPO's value model: a head on the policy's trunk (shared), on a copy of the policy (separate), or on another model."""
+    from rewardlab.train.critic import ValueModel
+
+    algo, cfg = run.algo, run.cfg
+    if run.dist.world_size > 1:
+        raise RewardlabError("--critic (PPO) runs in one process for now; it is not wired for torchrun / FSDP")
+    if algo.critic == "shared":
+        run.critic = ValueModel.shared(run.model, detach_below=algo.critic_detach_below, seed=cfg.seed)
+    else:
+        source = copy.deepcopy(model).to(run.device) if algo.critic == "separate" else algo.critic
+        run.critic = ValueModel.separate(source, detach_below=algo.critic_detach_below, device=run.device, seed=cfg.seed)
+    run.critic.to(run.device)
+    run.critic_opt = torch.optim.AdamW(run.critic.parameters_to_train(), lr=algo.critic_lr or cfg.lr,
+                                       betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay)
+    run.say(f"  critic                      {algo.critic} (value head"
+            + (f", value gradients in the top {algo.critic_detach_below} blocks" if algo.critic_detach_below else "")
+            + ")")
 
 
 def open_logs(run: Run) -> None:
@@ -255,7 +319,7 @@ def open_logs(run: Run) -> None:
 def rollout_and_score(run: Run, step: int) -> Batch:
     """Generate and score rounds of prompts until the batch is full (one round unless DAPO filters)."""
     cfg, algo = run.cfg, run.algo
-    batch = Batch(target=cfg.prompts_per_step * cfg.group_size)
+    batch = Batch(target=cfg.prompts_per_step * cfg.group_size, step=step)
     while len(batch.kept) < batch.target and batch.gen_round < cfg.max_gen_batches:
         batch.gen_round += 1
         mine, prompt_texts, outs = generate(run, step, batch)
@@ -294,7 +358,18 @@ def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], 
     gather = distributed.gathered_params(run.model) if cfg.rollout == "hf" else contextlib.nullcontext()
     try:
         with gather:
-            outs = run.engine.generate(prompt_texts, cfg.group_size, sampling)
+            if run.group_sizes is None:
+                outs = run.engine.generate(prompt_texts, cfg.group_size, sampling)
+            else:  # --- variance-driven group size: one engine call per distinct G, in prompt order ---
+                sizes = run.group_sizes.sizes([run.rows[i].id for i, _ in mine], step)
+                outs = [None] * len(mine)
+                for g in sorted(set(sizes)):
+                    idx = [k for k, n in enumerate(sizes) if n == g]
+                    for c in run.engine.generate([prompt_texts[k] for k in idx], g, sampling):
+                        c.prompt_index = idx[c.prompt_index]
+                        outs[c.prompt_index] = (outs[c.prompt_index] or []) + [c]
+                outs = [c for per_prompt in outs for c in per_prompt]
+                batch.target = sum(sizes)
     except RuntimeError as e:
         if oom(e):
             raise oom_error("generation") from None
@@ -359,19 +434,37 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
 def set_advantages(run: Run, kept: list[Sample]) -> None:
     algo = run.algo
     groups = torch.tensor([s.group for s in kept])  # (N,)
+    by_group: dict[int, list[float]] = {}
+    for s in kept:
+        by_group.setdefault(s.group, []).append(s.score)
+    for s in kept:  # the value_group_coef option's target
+        s.group_mean = sum(by_group[s.group]) / len(by_group[s.group])
+    scores = torch.tensor([s.score for s in kept], dtype=torch.float64)  # (N,)
+    if run.group_sizes is not None:  # --- variance-driven group size: track each prompt's reward variance ---
+        run.group_sizes.update(scores, [s.row.id for s in kept])
+    if algo.bog_coef > 0:  # --- best-of-group NLL: the unique best of each group, above its mean ---
+        for s, best in zip(kept, extras.best_of_group(scores, groups).tolist()):
+            s.bog = best
+    if run.reward_norm is not None:  # --- global EMA reward normalisation, then the advantage ---
+        scores = run.reward_norm(scores).to(torch.float64)  # (N,)
     if algo.advantage in algos.ADVANTAGE_SCALES:  # group z-score (GRPO, DAPO, GSPO) or r - mean (Dr. GRPO)
-        rewards = torch.tensor([s.score for s in kept], dtype=torch.float32)  # (N,)
+        rewards = scores.to(torch.float32)  # (N,)
         adv = algos.group_advantages(rewards, groups, scale=algo.advantage)  # (N,)
         adv = adv * _ADVANTAGE_SIGN  # +1 always, except in tests/test_learning.py's negative control
         for s, a in zip(kept, adv.tolist()):
             s.advantage = a
         return
-    # --- advantage estimators (RLOO, REINFORCE++, OPO, pass@k, ReMax, GPG): per token, as verl ---
+    # --- advantage estimators (RLOO, REINFORCE++, OPO, pass@k, ReMax, GPG, GAE): per token, as verl ---
     lengths = torch.tensor([len(s.token_ids) for s in kept])  # (N,)
     mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).to(torch.float64)  # (N, R)
-    token_rewards = advantages.outcome_token_rewards(torch.tensor([s.score for s in kept], dtype=torch.float64), mask)
+    token_rewards = advantages.outcome_token_rewards(scores, mask)  # (N, R)
     fn = advantages.ESTIMATORS[algo.advantage]
-    if algo.advantage == "reinforce_pp":
+    if algo.advantage == "gae":  # --- PPO: the critic's values before the update, then GAE ---
+        values = old_values(run, kept, mask.shape[1]).to(torch.float64)  # (N, R)
+        adv, returns = fn(token_rewards, values, mask, gamma=algo.gamma, lam=algo.lam)  # (N, R)
+        for s, v, ret, n in zip(kept, values.tolist(), returns.tolist(), lengths.tolist()):
+            s.values, s.returns = v[:n], ret[:n]
+    elif algo.advantage == "reinforce_pp":
         adv, _ = fn(token_rewards, mask, gamma=algo.gamma)  # (N, R)
     elif algo.advantage == "remax":
         adv, _ = fn(token_rewards, mask, torch.tensor([s.baseline for s in kept], dtype=torch.float64))  # (N, R)
@@ -380,6 +473,18 @@ def set_advantages(run: Run, kept: list[Sample]) -> None:
     adv = adv * _ADVANTAGE_SIGN
     for s, row, n in zip(kept, adv.tolist(), lengths.tolist()):
         s.advantage = row[:n]
+
+
+def old_values(run: Run, kept: list[Sample], width: int) -> torch.Tensor:
+    """``(N, width)`` the critic's V(s_t) for every kept sample, before any update (no grad)."""
+    out = torch.zeros(len(kept), width)
+    size = run.sizes.micro_batch_size
+    run.critic.eval()
+    with torch.no_grad():
+        for i in range(0, len(kept), size):
+            v = run.critic.values(kept[i : i + size], run.tok.pad_token_id, run.device, autocast=run.autocast)  # (b, R)
+            out[i : i + v.shape[0], : v.shape[1]] = v.float().cpu()
+    return out
 
 
 # --- update: rewardlab/train/update.py (update_policy: old/ref log-probs, then the optimizer steps) ---
@@ -411,9 +516,16 @@ def save(run: Run, step: int) -> None:
         "rng_per_rank": rngs, "data": run.stream.state(), "config": to_dict(run.cfg),
         "world_size": run.dist.world_size,
     }
+    if run.critic is not None:  # PPO: the value head (and a separate critic's trunk) with its optimizer
+        trainer_state["critic"] = run.critic.state_dict_to_save()
+        trainer_state["critic_optimizer"] = run.critic_opt.state_dict()
+    trainer_state["options"] = {name: obj.state_dict() for name, obj in option_states(run).items()}
     if run.main:
-        save_checkpoint(run.run_dir, step, run.model, run.tok, trainer_state, state_dict=full,
-                        keep=run.cfg.keep_checkpoints)
+        path = save_checkpoint(run.run_dir, step, run.model, run.tok, trainer_state, state_dict=full,
+                               keep=run.cfg.keep_checkpoints,
+                               merged=is_lora(run.model) and (run.cfg.save_merged or step == run.cfg.steps))
+        if run.log is not None:
+            run.log.message(f"checkpoint {path.name}: {checkpoint_bytes(path) / 2**20:.1f} MiB")
     distributed.barrier()
 
 

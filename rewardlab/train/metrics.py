@@ -48,6 +48,15 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
         total = sum(n for n, _ in parts) or 1.0
         for name in sorted({k for _, m in parts for k in m}):
             metrics[f"rollout_corr/{name}"] = sum(n * m.get(name, 0.0) for n, m in parts) / total
+    for obj in (run.clip_adapt, run.reward_norm):  # the write-ups' options: their state, every step
+        if obj is not None:
+            metrics.update(obj.metrics())
+    if run.group_sizes is not None:
+        sizes: dict[int, int] = {}
+        for s in kept:
+            sizes[s.group] = sizes.get(s.group, 0) + 1
+        metrics.update({"group_size/mean": sum(sizes.values()) / len(sizes), "group_size/max": max(sizes.values()),
+                        "group_size/min": min(sizes.values())})
     metrics["grad_norm"] = mean_or_none(update.grad_norms)
     metrics["lr"] = run.scheduler.get_last_lr()[0]
     metrics.update(batch.timings)

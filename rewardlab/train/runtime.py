@@ -115,6 +115,14 @@ class Sample:
     gen_round: int = 0
     baseline: float | None = None
     """ReMax: the reward of the prompt's greedy completion (the baseline subtracted from the score)."""
+    values: list[float] | None = None
+    """PPO: the critic's value before each response token, before the update (the clipped value loss's anchor)."""
+    returns: list[float] | None = None
+    """PPO: GAE's per-token returns (the value targets)."""
+    bog: bool = False
+    """Best-of-group option: this is its group's unique best completion (its NLL joins the loss)."""
+    group_mean: float = 0.0
+    """The mean reward of the sample's group (the value_group_coef option's target)."""
     rollout_logprobs: list[float] | None = None
     """The rollout engine's log-prob of each token in ``token_ids`` under the distribution it sampled
     from. Logged against the trainer's own log-probs (``rollout/*`` metrics); rollout correction
@@ -149,6 +157,15 @@ class Run:
     stream: PromptStream | None = None
     log: Any = None
     rollout_log: JsonlWriter | None = None
+    critic: Any = None
+    """PPO's value model (``rewardlab.train.critic.ValueModel``), with its own optimizer ``critic_opt``."""
+    critic_opt: Any = None
+    clip_adapt: Any = None
+    """``--clip-adapt kl``: the KL-adaptive clip range (``rewardlab.algos.extras.AdaptiveClip``)."""
+    reward_norm: Any = None
+    """``--reward-norm ema``: the global EMA reward normaliser (``rewardlab.algos.extras.EmaRewardNorm``)."""
+    group_sizes: Any = None
+    """``--group-size-policy variance``: per-prompt group sizes (``rewardlab.algos.extras.GroupSizePolicy``)."""
 
     @property
     def main(self) -> bool:
@@ -170,6 +187,7 @@ class Batch:
     groups_seen: int = 0
     groups_zero_std: int = 0
     generated_tokens: int = 0
+    step: int = 0
     timings: dict[str, float] = field(default_factory=lambda: {"time/generate": 0.0, "time/reward": 0.0})
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from rewardlab import algos
+from rewardlab.algos import advantages, extras
 from rewardlab.algos import correction as rollout_correction
 from rewardlab.algos.objectives import COV_LOSSES, Params, cov_select
 from rewardlab.train import distributed
@@ -55,6 +56,8 @@ class Corrected:
 def update_policy(run: Run, batch: Batch) -> Update:
     """mini-batches x epochs optimizer steps on the kept samples, then push the weights to the engine."""
     cfg, sizes, kept = run.cfg, run.sizes, batch.kept
+    if run.algo.loss == "dpo":  # --- online DPO: pairs, not a per-token objective ---
+        return dpo_update(run, batch)
     t0 = time.perf_counter()
     per_mb = sizes.completions_per_mini_batch  # global; each rank trains on its shard of it
     minis = [distributed.shard(kept[i : i + per_mb], run.dist) for i in range(0, len(kept), per_mb)]
@@ -64,26 +67,76 @@ def update_policy(run: Run, batch: Batch) -> Update:
     try:
         old_lp, ref_lp, frozen_h = frozen_logprobs(run, minis)
         corrected = correct_batch(run, minis, old_lp, update)
+        eps = run.clip_adapt.current() if run.clip_adapt is not None else None  # KL-adaptive clip range
+        bog = extras.bog_coef(batch.step, cfg.steps, run.algo.bog_coef, run.algo.bog_warmup) if run.algo.bog_coef else 0.0
         run.model.train()
+        if run.critic is not None:
+            run.critic.train()
         for epoch in range(cfg.epochs):
             for mi, mb in enumerate(minis):
                 num_tokens, num_seqs = step_denominators(run, mb, mi, corrected)
                 select = cov_selection(run, mb, mi, old_lp if epoch == 0 and mi == 0 else None, corrected)
+                bog_tokens = max(1, sum(len(s.token_ids) for s in mb if s.bog))  # the step's best-of-group tokens
                 for ui in range(0, len(mb), sizes.micro_batch_size):
                     m = micro_step(run, mb[ui : ui + sizes.micro_batch_size], (mi, ui), epoch, old_lp, ref_lp,
                                    frozen_h, num_tokens, num_seqs, update, corrected.get((mi, ui)),
-                                   select.get((mi, ui)))
+                                   select.get((mi, ui)), eps, (bog, bog_tokens))
                     update.loss_metrics.append(m)
                 max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
                 update.grad_norms.append(distributed.clip_grad_norm(run.model, max_norm))
                 run.optimizer.step()
                 run.scheduler.step()
                 run.optimizer.zero_grad(set_to_none=True)
+                if run.critic_opt is not None:  # --- PPO: the value model steps with the policy ---
+                    torch.nn.utils.clip_grad_norm_(run.critic.parameters_to_train(), max_norm)
+                    run.critic_opt.step()
+                    run.critic_opt.zero_grad(set_to_none=True)
         run.engine.load_weights(run.model)
     except RuntimeError as e:
         if oom(e):
             raise oom_error("the update") from None
         raise
+    if run.clip_adapt is not None:  # --- KL-adaptive clip: the step's KL (to the reference, else to old) ---
+        combined = algos.combine_metrics(update.loss_metrics)
+        kl = combined.get("kl_ref") if run.algo.beta > 0 else combined.get("approx_kl_old")
+        run.clip_adapt.update(max(0.0, float(kl or 0.0)))
+    batch.timings["time/update"] = time.perf_counter() - t0
+    return update
+
+
+def dpo_update(run: Run, batch: Batch) -> Update:
+    """Online DPO: the (best, worst) completion of each group with different rewards, the sigmoid loss against
+    the reference (``extras.dpo_loss``), one optimizer step; micro-batches hold whole pairs."""
+    cfg, algo, device, pad = run.cfg, run.algo, run.device, run.tok.pad_token_id
+    t0 = time.perf_counter()
+    kept = batch.kept
+    # pairs by the group z-score (monotone in the reward within a group; it carries the learning tests' sign hook)
+    pairs = extras.dpo_pairs(torch.tensor([float(s.advantage) for s in kept]), torch.tensor([s.group for s in kept]))
+    update = Update()
+    if pairs:
+        rows = [kept[i] for pair in pairs for i in pair]  # chosen, rejected, chosen, rejected, ...
+        size = max(2, run.sizes.micro_batch_size // 2 * 2)
+        run.model.train()
+        for ui in range(0, len(rows), size):
+            micro = rows[ui : ui + size]
+            mask = pad_batch(micro, pad, device)["response_mask"]  # (b, R)
+            with torch.no_grad():
+                ref = shared_prompt_logprobs(run.ref_model, micro, pad, device, autocast=run.autocast)[0]  # (b, R)
+            lp = shared_prompt_logprobs(run.model, micro, pad, device, autocast=run.autocast, grad=True)[0]  # (b, R)
+            seq, ref_seq = (lp.float() * mask).sum(-1), (ref.float() * mask).sum(-1)  # (b,)
+            loss, m = extras.dpo_loss(seq[0::2], seq[1::2], ref_seq[0::2], ref_seq[1::2], beta=algo.dpo_beta,
+                                      num_pairs=len(pairs))
+            loss.backward()
+            row = {k: float(v) for k, v in m.items()}
+            update.loss_metrics.append({**row, "loss": row["dpo/loss"], "tokens": float(mask.sum())})
+        max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+        update.grad_norms.append(distributed.clip_grad_norm(run.model, max_norm))
+        run.optimizer.step()
+        run.scheduler.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        run.engine.load_weights(run.model)
+    else:  # every group had equal rewards: no pair, no update; the row says so
+        update.loss_metrics.append({"dpo/pairs": 0.0})
     batch.timings["time/update"] = time.perf_counter() - t0
     return update
 
@@ -179,6 +232,37 @@ def cov_selection(run: Run, mb: list[Sample], mi: int, lp_now: dict | None,
     return dict(zip(keys, cov_select(parts, algo.loss, p)))
 
 
+def value_step(run: Run, micro: list[Sample], b: dict, mask: torch.Tensor, num_tokens: float, num_seqs: float,
+               loss: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``loss + vf_coef * value loss (+ value_group_coef * group MSE)`` and the value metrics, for one micro-batch."""
+    algo = run.algo
+    vpred = run.critic.values_from_batch(b, autocast=run.autocast)  # (B, R) with grad
+    old_v = _padded([s.values for s in micro], mask)  # (B, R)
+    returns = _padded([s.returns for s in micro], mask)  # (B, R)
+    vf, vm = advantages.value_loss(vpred, old_v, returns, mask, cliprange=algo.cliprange_value, agg=algo.agg,
+                                   max_len=run.cfg.max_new_tokens, num_tokens=num_tokens, num_seqs=num_seqs)
+    total = loss + algo.vf_coef * vf
+    metrics = {"vf_loss": vm["vf_loss"], "vf_clipfrac": vm["vf_clipfrac"],
+               "values/mean": (vpred.detach() * mask).sum() / mask.sum().clamp(min=1)}
+    if algo.value_group_coef > 0:  # --- write-up option: V(first response token) toward the group-mean reward ---
+        first = vpred[:, 0]  # (B,)
+        target = torch.tensor([s.group_mean for s in micro], dtype=first.dtype, device=first.device)  # (B,)
+        has = mask[:, 0].to(first.dtype)  # (B,) rows with a first response token
+        mse = ((first - target) ** 2 * has).sum() / num_seqs
+        total = total + algo.value_group_coef * mse
+        metrics["value_group_mse"] = mse.detach()
+    return total, metrics
+
+
+def _padded(rows: list[list[float] | None], mask: torch.Tensor) -> torch.Tensor:
+    """Per-sample lists right-padded with zeros to ``mask``'s ``(B, R)``."""
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)  # (B, R)
+    for i, r in enumerate(rows):
+        if r:
+            out[i, : len(r)] = torch.tensor(r, dtype=torch.float32)
+    return out
+
+
 def advantage_tensor(micro: list[Sample], mask: torch.Tensor) -> torch.Tensor:
     """``(B,)`` per-response advantages, or ``(B, R)`` when any sample has per-token ones (REINFORCE++, ...)."""
     if any(isinstance(s.advantage, list) for s in micro):
@@ -213,7 +297,8 @@ def step_denominators(run: Run, mb: list[Sample], mi: int = 0,
 
 def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, old_lp: dict, ref_lp: dict,
                frozen_h: dict, num_tokens: float, num_seqs: float, update: Update, corrected: Corrected | None = None,
-               select: torch.Tensor | None = None) -> dict[str, float]:
+               select: torch.Tensor | None = None, eps: tuple[float, float] | None = None,
+               bog: tuple[float, int] = (0.0, 1)) -> dict[str, float]:
     """Forward, loss and backward of one micro-batch (gradients accumulate); returns its loss metrics."""
     cfg, algo, device = run.cfg, run.algo, run.device
     b = pad_batch(micro, run.tok.pad_token_id, device)
@@ -236,6 +321,8 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
     kw = algos.loss_kwargs(algo)
     kw.update(eps_low=float(algo.eps_low), eps_high=float(algo.eps_high), beta=float(algo.beta),
               entropy_coef=float(algo.entropy_coef))
+    if eps is not None:  # --- KL-adaptive clip range (--clip-adapt kl) ---
+        kw.update(eps_low=eps[0], eps_high=eps[1])
     weights = None
     if corrected is not None:  # --- rollout correction: rejected tokens leave the mask; IS weights ---
         mask = mask * corrected.mask  # (B, R)
@@ -252,6 +339,14 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
         entropy=ent if algo.entropy_coef > 0 else ent.detach(), is_weights=weights, select=select,
         num_tokens=num_tokens, num_seqs=num_seqs,
     )
+    if bog[0] > 0:  # --- best-of-group NLL, lambda warmed up (--bog-coef) ---
+        chosen = torch.tensor([s.bog for s in micro], device=device)  # (B,)
+        nll = extras.bog_nll(lp, mask, chosen, num_tokens=bog[1])
+        loss = loss + bog[0] * nll
+        metrics.update({"bog/nll": nll.detach(), "bog/coef": torch.tensor(bog[0]), "bog/rows": chosen.sum().float()})
+    if run.critic is not None:  # --- PPO: the clipped value loss (and the write-up's group-mean term) ---
+        loss, value_metrics = value_step(run, micro, b, mask, num_tokens, num_seqs, loss)
+        metrics.update(value_metrics)
     loss.backward()
     return {k: float(v) for k, v in metrics.items()}
 
