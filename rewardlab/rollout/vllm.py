@@ -230,8 +230,9 @@ class VLLMEngine:
             return str(folder), tok
         # No loadable folder behind the live model: save it (weights are pushed again anyway).
         self._tmp = tempfile.TemporaryDirectory(prefix="rewardlab-vllm-")
-        state = self.collectives.full_state_dict(live_model)
-        live_model.save_pretrained(self._tmp.name, state_dict=state, safe_serialization=True)
+        state = self.collectives.full_state_dict(live_model)  # merged weights when the trainer uses LoRA
+        base = live_model.get_base_model() if hasattr(live_model, "get_base_model") else live_model  # PEFT: plain HF
+        base.save_pretrained(self._tmp.name, state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(self._tmp.name)
         return self._tmp.name, self._tmp.name
 
