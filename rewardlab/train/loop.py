@@ -57,7 +57,7 @@ from rewardlab.train.config import (TrainConfig, check_model, derive, describe_d
                                     resolve_device, save_yaml, settings_diff, to_dict)
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
 from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters
-from rewardlab.train.metrics import gen_metrics, step_metrics
+from rewardlab.train.metrics import gen_metrics, peak_rss_mb, step_metrics
 from rewardlab.train.runtime import (Batch, Interrupted, PromptStream, Run, Sample, StopFlag, build_reward, logprobs_of,
                                      oom, oom_error, rank_rng, rollout_rows, run_dir_of, seed_everything, set_threads)
 from rewardlab.train.update import update_policy
@@ -247,6 +247,7 @@ def load(run: Run, threads: int | None) -> None:
                          world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
                          full_state_dict=full_state_dict_for_engine(run), on_destroy=distributed.on_destroy)}
     run.engine = make_engine(cfg.rollout, run.model, run.tok, **engine_kw)
+    run.say(f"  peak memory after loading   {peak_rss_mb():.0f} MiB RSS (memory/peak_rss_mb in every metrics row)")
     run.stream = PromptStream(len(run.rows), cfg.seed)
     if state is not None:
         run.stream.load(state["data"])

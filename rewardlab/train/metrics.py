@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import resource
 import time
 from typing import Any
+
+import torch
 
 from rewardlab import algos
 from rewardlab.train import distributed
@@ -57,6 +60,9 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
             sizes[s.group] = sizes.get(s.group, 0) + 1
         metrics.update({"group_size/mean": sum(sizes.values()) / len(sizes), "group_size/max": max(sizes.values()),
                         "group_size/min": min(sizes.values())})
+    metrics["memory/peak_rss_mb"] = peak_rss_mb()
+    if torch.cuda.is_available() and run.device is not None and run.device.type == "cuda":
+        metrics["memory/peak_gpu_mb"] = torch.cuda.max_memory_allocated(run.device) / 2**20
     metrics["grad_norm"] = mean_or_none(update.grad_norms)
     metrics["lr"] = run.scheduler.get_last_lr()[0]
     metrics.update(batch.timings)
@@ -64,6 +70,11 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
     metrics["time/step_cpu"] = time.process_time() - cpu_step  # this process's CPU seconds (shared machines)
     metrics["tokens/s"] = batch.generated_tokens / max(1e-9, batch.timings["time/generate"])
     return metrics
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def reward_status_counts(samples: list[Sample], main_reward: str) -> dict[str, int]:
@@ -91,4 +102,4 @@ def gen_metrics(run: Run, batch: Batch) -> dict[str, Any]:
     }
 
 
-__all__ = ["gen_metrics", "reward_status_counts", "step_metrics"]
+__all__ = ["gen_metrics", "peak_rss_mb", "reward_status_counts", "step_metrics"]
