@@ -8,6 +8,12 @@ first 3, over every generated completion) as mean +- sd over seeds, and the medi
     .venv/bin/python bench/ablations.py --model tiny --seeds 0,1,2              # all presets, ~4 min
     .venv/bin/python bench/ablations.py --model embedded --presets grpo,rloo,cispo --seeds 0,1,2
     .venv/bin/python bench/ablations.py --model tiny --mismatch 2.0 --seeds 0,1,2
+    .venv/bin/python bench/ablations.py --model tiny --options --lr 2e-3 --seeds 0,1,2   # the write-ups' ideas
+
+``--options``: each idea of docs/algorithms.md "Ideas from popular descriptions" against its base
+preset (a critic with GAE, the group-mean value term, KL-adaptive clip, EMA reward normalisation,
+variance-driven group size, the best-of-group NLL, online DPO), on 8 prompts that recur every 2
+steps (so per-prompt statistics have something to track).
 
 Tasks: as ``bench/learning.py`` (``letters`` on the tiny random model, ``strict`` arith on the
 embedded SmolLM2-135M-Instruct).
@@ -54,6 +60,8 @@ def run(model_dir: str, args: argparse.Namespace, seed: int, work: Path, algo: s
         "reward_workers": 1, "threads": args.threads, "output_dir": str(out), "progress": False, "plots": False,
         "save_every": 10_000, "seed": seed, "max_gen_batches": 2,
     }
+    if args.task_limit:
+        settings["task_limit"] = args.task_limit
     settings.update(over)
     with contextlib.redirect_stdout(io.StringIO()):
         train(build_config(None, settings))
@@ -66,7 +74,8 @@ def run(model_dir: str, args: argparse.Namespace, seed: int, work: Path, algo: s
              for k in ("rollout_corr/kl", "rollout_corr/rollout_is_mean", "rollout_corr/rollout_rs_masked_fraction")
              if any(k in m for m in metrics)}
     return {"curve": curve, "gain": statistics.fmean(curve[-3:]) - statistics.fmean(curve[:3]),
-            "s_per_step": statistics.median(float(m["time/step"]) for m in metrics), **extra}
+            "s_per_step": statistics.median(float(m["time/step"]) for m in metrics),
+            "generated_per_step": statistics.fmean(float(m["completions/generated"]) for m in metrics), **extra}
 
 
 def mean_sd(xs: list[float]) -> str:
@@ -82,6 +91,8 @@ def main() -> None:
     ap.add_argument("--base", default="grpo", help="the preset the mismatch study runs")
     ap.add_argument("--corrections", default="decoupled_token_is,decoupled_seq_is_rs,decoupled_token_icepop,"
                     "bypass_ppo_clip,bypass_pg_is", help="rollout-correction presets of the mismatch study")
+    ap.add_argument("--options", action="store_true", help="the write-ups' options against their base presets")
+    ap.add_argument("--task-limit", type=int, help="train on the first N task rows (default: all; --options: 8)")
     ap.add_argument("--steps", type=int)
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--group", type=int)
@@ -105,7 +116,21 @@ def main() -> None:
     set_threads(args.threads)
     import torch
 
-    if args.mismatch is not None:
+    if args.options and args.task_limit is None:
+        args.task_limit = 8
+    if args.options:
+        rows = [("grpo (base)", "grpo", {}),
+                ("ppo: separate critic, GAE", "ppo", {}),
+                ("ppo + value_group_coef 0.1", "ppo", {"value_group_coef": 0.1}),
+                ("grpo + shared critic, GAE (no group z-score)", "grpo", {"advantage": "gae", "critic": "shared"}),
+                ("grpo + clip_adapt kl", "grpo", {"clip_adapt": "kl"}),
+                ("grpo + group_size_policy variance (2..16)", "grpo",
+                 {"group_size_policy": "variance", "group_size_warmup": 2, "group_size_threshold": 0.002}),
+                ("grpo + bog_coef 0.1", "grpo", {"bog_coef": 0.1}),
+                ("dpo (online, group best vs worst)", "dpo", {}),
+                ("dr_grpo (base)", "dr_grpo", {}),
+                ("dr_grpo + reward_norm ema", "dr_grpo", {"reward_norm": "ema"})]
+    elif args.mismatch is not None:
         rows = [(f"{args.base}, temperature 1.0, no correction", args.base, {"temperature": 1.0}),
                 (f"{args.base}, temperature {args.mismatch:g}, no correction", args.base, {"temperature": args.mismatch})]
         rows += [(f"{args.base}, temperature {args.mismatch:g}, --correction {c}", args.base,
@@ -130,7 +155,7 @@ def main() -> None:
         else:
             model_dir = desc = args.model
         config = {"model": desc, "task": args.task, "prompts x group": f"{args.prompts} x {args.group}",
-                  "max_new_tokens": args.max_new_tokens, "lr": args.lr, "steps": args.steps, "seeds": seeds,
+                  "max_new_tokens": args.max_new_tokens, "lr": args.lr, "task_limit": args.task_limit, "steps": args.steps, "seeds": seeds,
                   "threads": args.threads, "torch": torch.__version__,
                   "machine": f"{platform.machine()}, {os.cpu_count()} cpus", "command": " ".join(sys.argv)}
         print("configuration")
@@ -144,7 +169,8 @@ def main() -> None:
             extra = "".join(f"  {k.split('/')[-1]} {statistics.fmean(x[k] for x in r):.3f}"
                             for k in r[0] if k.startswith("rollout_corr/"))
             print(f"  {label:<58} gain {mean_sd([x['gain'] for x in r]):>16}   s/step "
-                  f"{statistics.fmean(x['s_per_step'] for x in r):5.2f}{extra}")
+                  f"{statistics.fmean(x['s_per_step'] for x in r):5.2f}   completions/step "
+                  f"{statistics.fmean(x['generated_per_step'] for x in r):5.1f}{extra}")
             sys.stdout.flush()
     if args.json:
         Path(args.json).write_text(json.dumps({"config": config, "results": results}, indent=2) + "\n")
