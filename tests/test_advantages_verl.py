@@ -11,11 +11,11 @@ Both tensors are compared at every position, padding included: verl's GAE leaves
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 import torch
+
+import verl_fixtures
 
 from rewardlab.algos import advantages as adv_mod
 
@@ -34,21 +34,15 @@ RTOL = 1e-6
 ATOL = 0.0
 
 
-def _fixture() -> dict:
-    path = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "verl_reference_v2.json"
-    if not path.is_file():
-        pytest.skip("../shared/fixtures/verl_reference_v2.json not present", allow_module_level=True)
-    return json.loads(path.read_text())
 
 
-REF = _fixture()
+REF = verl_fixtures.load("verl_reference_v2.json")
 INP = REF["inputs"]
 ADV = REF["adv_estimators"]
 VL = REF["value_loss"]
 
 
-def t(x) -> torch.Tensor:
-    return torch.as_tensor(x, dtype=F64)
+t = verl_fixtures.t
 
 
 MASK = t(INP["response_mask"])

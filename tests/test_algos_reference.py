@@ -8,11 +8,11 @@ verl's masked means add 1e-8 to their denominators, far below the tolerance.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 import torch
+
+import verl_fixtures
 
 from rewardlab import algos
 from rewardlab.rewards.length import overlong_penalty
@@ -22,19 +22,13 @@ ATOL = 1e-12
 F64 = torch.float64
 
 
-def _fixture() -> dict:
-    path = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "verl_reference.json"
-    if not path.is_file():
-        pytest.skip("../shared/fixtures/verl_reference.json not present")
-    return json.loads(path.read_text())
 
 
-REF = _fixture()
+REF = verl_fixtures.load("verl_reference.json")
 INP = REF["inputs"]
 
 
-def t(x) -> torch.Tensor:
-    return torch.as_tensor(x, dtype=F64)
+t = verl_fixtures.t
 
 
 def close(actual, expected, atol: float = ATOL) -> None:

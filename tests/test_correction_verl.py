@@ -23,12 +23,12 @@ needs a larger atol here, since the smallest loss of these sections is 6e-3 in s
 from __future__ import annotations
 
 import ast
-import json
 from dataclasses import fields
-from pathlib import Path
 
 import pytest
 import torch
+
+import verl_fixtures
 
 from rewardlab import algos
 from rewardlab.algos import correction
@@ -38,22 +38,16 @@ ATOL = 1e-12
 F64 = torch.float64
 
 
-def _fixture() -> dict:
-    path = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "verl_reference_v2.json"
-    if not path.is_file():
-        pytest.skip("../shared/fixtures/verl_reference_v2.json not present", allow_module_level=True)
-    return json.loads(path.read_text())
 
 
-REF = _fixture()
+REF = verl_fixtures.load("verl_reference_v2.json")
 INP = REF["inputs"]
 T = INP["T"]
 RC = REF["rollout_correction"]
 BP = REF["bypass_mode"]
 
 
-def t(x) -> torch.Tensor:
-    return torch.as_tensor(x, dtype=F64)
+t = verl_fixtures.t
 
 
 def close(actual, expected, atol: float = ATOL, what: str = "") -> None:

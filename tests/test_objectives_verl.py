@@ -14,11 +14,11 @@ where noted by the fixture itself).
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 import torch
+
+import verl_fixtures
 
 from rewardlab import algos
 
@@ -28,20 +28,14 @@ LOSS_ATOL = 1e-8
 F64 = torch.float64
 
 
-def _fixture() -> dict:
-    path = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "verl_reference_v2.json"
-    if not path.is_file():
-        pytest.skip("../shared/fixtures/verl_reference_v2.json not present")
-    return json.loads(path.read_text())
 
 
-REF = _fixture()
+REF = verl_fixtures.load("verl_reference_v2.json")
 INP = REF["inputs"]
 T = INP["T"]
 
 
-def t(x) -> torch.Tensor:
-    return torch.as_tensor(x, dtype=F64)
+t = verl_fixtures.t
 
 
 def close(actual, expected, atol: float = ATOL) -> None:
