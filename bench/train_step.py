@@ -9,7 +9,7 @@ thread count. Each runs ``--steps`` steps; the median of the steps after ``--war
     .venv/bin/python bench/train_step.py                      # defaults: 8 prompts x 8, 64 tokens
     .venv/bin/python bench/train_step.py --steps 8 --threads 1 --json out.json
 
-Prints both figures and the ratio (rewardlab / TRL; below 1 means rewardlab is faster), as wall
+Prints both figures, each trainer's phase times (generate, reward, update) and the ratio (rewardlab / TRL; below 1 means rewardlab is faster), as wall
 seconds and as CPU seconds of the training process (the fair figure on a machine shared with other
 jobs; reward scoring is negligible here).
 """
@@ -46,6 +46,10 @@ PHASES: dict[str, list[float]] = {}
 """rewardlab's per-phase seconds of each step (from its metrics.jsonl)."""
 TRL_CPU: list[float] = []
 """TRL's CPU seconds (this process) per step."""
+TRL_PHASES: dict[str, list[float]] = {}
+"""TRL's per-phase seconds of each step: ``time/generate`` (``GRPOTrainer._generate``: tokenising
+and HF ``generate``), ``time/reward`` (``_calculate_rewards``) and ``time/update`` (the rest of the
+step: log-probs, advantages, loss, backward, optimizer)."""
 
 
 def run_rewardlab(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float]:
@@ -79,6 +83,17 @@ def run_trl(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float
     rows = load_task("arith", "train", limit=256)
     ds = Dataset.from_list([{"prompt": r.prompt} for r in rows])
     stamps: list[tuple[float, float]] = []
+    phase_now = {"time/generate": 0.0, "time/reward": 0.0}  # this step's seconds so far
+    phase_rows: list[dict[str, float]] = []
+
+    def timed(fn, key):
+        def wrapper(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                phase_now[key] += time.perf_counter() - t
+        return wrapper
 
     class Clock(TrainerCallback):
         def on_step_begin(self, a, state, control, **kw):
@@ -87,6 +102,8 @@ def run_trl(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float
 
         def on_step_end(self, a, state, control, **kw):
             stamps.append((time.perf_counter(), time.process_time()))
+            phase_rows.append(dict(phase_now))
+            phase_now.update({k: 0.0 for k in phase_now})
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     tok.padding_side = "left"
@@ -101,9 +118,16 @@ def run_trl(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float
     )
     trainer = GRPOTrainer(model=model, reward_funcs=[trl_digit_reward], args=cfg, train_dataset=ds,
                           processing_class=tok, callbacks=[Clock()])
+    trainer._generate = timed(trainer._generate, "time/generate")  # instance attributes: this trainer only
+    trainer._calculate_rewards = timed(trainer._calculate_rewards, "time/reward")
     trainer.train()
     TRL_CPU[:] = [b[1] - a[1] for a, b in zip(stamps, stamps[1:])]
-    return [b[0] - a[0] for a, b in zip(stamps, stamps[1:])]
+    steps = [b[0] - a[0] for a, b in zip(stamps, stamps[1:])]
+    TRL_PHASES.clear()
+    for key in ("time/generate", "time/reward"):
+        TRL_PHASES[key] = [row[key] for row in phase_rows]
+    TRL_PHASES["time/update"] = [t - g - r for t, g, r in zip(steps, TRL_PHASES["time/generate"], TRL_PHASES["time/reward"])]
+    return steps
 
 
 def main() -> None:
@@ -148,6 +172,7 @@ def main() -> None:
         "rewardlab_steps_s": [round(x, 4) for x in ours],
         "trl_steps_s": [round(x, 4) for x in theirs],
         "rewardlab_phase_median_s": {k: round(statistics.median(v[args.warmup:]), 4) for k, v in PHASES.items()},
+        "trl_phase_median_s": {k: round(statistics.median(v[args.warmup:]), 4) for k, v in TRL_PHASES.items()},
         "setup": {
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
             "model": f"random qwen2, hidden {args.hidden}, {args.layers} layers",
@@ -162,6 +187,10 @@ def main() -> None:
           f"ratio {ours_s / trl_s:.2f}x (target <= 0.5x)")
     print(f"CPU seconds per step (robust on a shared machine): rewardlab {ours_cpu:.3f}   TRL {trl_cpu:.3f}   "
           f"ratio {ours_cpu / trl_cpu:.2f}x")
+    print("phase medians, s/step    generate   reward   update")
+    for name, ph in (("rewardlab", PHASES), ("TRL GRPOTrainer", TRL_PHASES)):
+        med = {k: statistics.median(ph[k][args.warmup:]) for k in ("time/generate", "time/reward", "time/update")}
+        print(f"  {name:<20}{med['time/generate']:10.3f}{med['time/reward']:9.3f}{med['time/update']:9.3f}")
     print(json.dumps(result, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
