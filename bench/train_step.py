@@ -65,6 +65,7 @@ def run_rewardlab(model_dir: Path, args: argparse.Namespace, work: Path) -> list
         "rollout_batch_size": args.prompts * args.group, "lr": args.lr, "train_top_layers": 0,
         "reward": f"{__name__}.digit_reward", "threads": args.threads, "output_dir": str(out),
         "progress": False, "plots": False, "save_every": 10_000, "seed": 0,
+        **({"lora_rank": args.lora, "lora_alpha": 2.0 * args.lora} if args.lora else {}),
     })
     train(cfg)
     rows = read_jsonl(out / "metrics.jsonl")
@@ -116,8 +117,15 @@ def run_trl(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float
         beta=0.0, loss_type="grpo", num_iterations=1, logging_steps=1, save_strategy="no",
         dataloader_num_workers=0, seed=0, disable_tqdm=True,
     )
+    peft_config = None
+    if args.lora:  # the same adapters on both sides: every linear layer of the blocks, alpha = 2 r
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=args.lora, lora_alpha=2.0 * args.lora, lora_dropout=0.0,
+                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                 "down_proj"], task_type="CAUSAL_LM")
     trainer = GRPOTrainer(model=model, reward_funcs=[trl_digit_reward], args=cfg, train_dataset=ds,
-                          processing_class=tok, callbacks=[Clock()])
+                          processing_class=tok, callbacks=[Clock()], peft_config=peft_config)
     trainer._generate = timed(trainer._generate, "time/generate")  # instance attributes: this trainer only
     trainer._calculate_rewards = timed(trainer._calculate_rewards, "time/reward")
     trainer.train()
@@ -141,10 +149,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--hidden", type=int, default=256, help="tiny model width (256 x 4 layers = about 3 M params)")
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--lora", type=int, default=0, help="LoRA rank on both sides (0 = full fine-tune)")
+    ap.add_argument("--model", default="tiny", help="tiny (random Qwen2 of --hidden x --layers) or embedded "
+                    "(SmolLM2-135M-Instruct; try --prompts 4 --group 4 --max-new-tokens 32 --steps 3)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
 
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the embedded model never waits on a network
     import torch
 
     torch.set_num_threads(args.threads)
@@ -155,7 +167,17 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        model_dir = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers)
+        if args.model == "embedded":
+            from rewardlab import models
+
+            loaded, _ = models.load_model(None)
+            prov = dict(getattr(loaded.config, "rewardlab_provenance", None) or {})
+            del loaded
+            model_dir = Path(prov.get("path") or models.DEFAULT_MODEL)
+            model_desc = f"SmolLM2-135M-Instruct from {model_dir}"
+        else:
+            model_dir = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers)
+            model_desc = f"random qwen2, hidden {args.hidden}, {args.layers} layers"
         ours = run_rewardlab(model_dir, args, work)
         theirs = run_trl(model_dir, args, work)
     ours_s = statistics.median(ours[args.warmup:])
@@ -175,7 +197,7 @@ def main() -> None:
         "trl_phase_median_s": {k: round(statistics.median(v[args.warmup:]), 4) for k, v in TRL_PHASES.items()},
         "setup": {
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
-            "model": f"random qwen2, hidden {args.hidden}, {args.layers} layers",
+            "model": model_desc, "lora_rank": args.lora,
             "prompts": args.prompts, "group": args.group, "max_new_tokens": args.max_new_tokens,
             "steps": args.steps, "warmup": args.warmup, "threads": args.threads,
             "torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
