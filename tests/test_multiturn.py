@@ -1,0 +1,223 @@
+"""Multi-turn tool-using rollouts (rewardlab/rollout/multiturn.py) on the tiny random model.
+
+The token-exactness test samples with the real model. Tool calls are made deterministic with
+:class:`Scripted`, a wrapper that runs the real model and forces a scripted token sequence at the
+start of a trajectory (and, with ``times > 1``, after each observation); forced tokens have
+log-prob 0 and are still recorded as sampled.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from rewardlab.rollout.base import SamplingParams
+from rewardlab.rollout.multiturn import Trajectory, extract_code, rollout_with_tools
+from rewardlab.sandbox import Limits, execute
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    return model, tok
+
+
+class Scripted(torch.nn.Module):
+    """The real model, except that ``script`` is forced at the start of the response and (up to
+    ``times`` in all) right after each observation. A trajectory starts at a forward without a cache;
+    an observation is the only multi-token input fed after the prompt."""
+
+    def __init__(self, model, script: list[int], times: int = 1):
+        super().__init__()
+        self.inner, self.script, self.times = model, list(script), times
+        self.generation_config = model.generation_config
+        self.k = 0
+        self.done = 0
+        self.active = False
+
+    def forward(self, input_ids=None, cache=None, use_cache=True, **kw):
+        out = self.inner(input_ids=input_ids, cache=cache, use_cache=use_cache, **kw)
+        if cache is None:  # a new trajectory: the prompt
+            self.k, self.done, self.active = 0, 0, True
+        elif input_ids.shape[1] > 1 and self.done < self.times:  # an observation was inserted
+            self.k, self.active = 0, True
+        if self.active:
+            logits = torch.full_like(out.logits, float("-inf"))
+            logits[:, -1, self.script[self.k]] = 0.0
+            out.logits = logits
+            self.k += 1
+            if self.k == len(self.script):
+                self.active, self.done = False, self.done + 1
+        return out
+
+
+def _sampling(max_new_tokens=64, seed=0, **kw):
+    return SamplingParams(max_new_tokens=max_new_tokens, temperature=1.0, seed=seed, **kw)
+
+
+def _check_shape(t: Trajectory, budget: int):
+    assert len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) <= budget
+    for m, lp in zip(t.loss_mask, t.logprobs):
+        assert (m == 1) == (lp is not None)
+
+
+def test_extract_code():
+    assert extract_code("x ```python\nprint(1)\n``` y") == "print(1)"
+    assert extract_code("```python\nprint(1)\n") is None
+    assert extract_code("```\nprint(1)\n```") is None
+
+
+def test_token_exact_logprobs_with_the_real_model(lm):
+    """The trainer's log-probs of a trajectory equal the sampler's, at every sampled position."""
+    model, tok = lm
+    prompts = ["What is 3 plus 4?", "def add(a, b):"]
+    t0 = time.monotonic()
+    trajs = rollout_with_tools(model, tok, prompts, n=2, sampling=_sampling(32, seed=1), execute=execute,
+                               max_turns=2, max_total_tokens=40)
+    assert time.monotonic() - t0 < 20
+    assert len(trajs) == 4 and [t.prompt_index for t in trajs] == [0, 0, 1, 1]
+    assert trajs[0].token_ids != trajs[1].token_ids  # n samples differ
+    for t in trajs:
+        _check_shape(t, 40)
+        assert t.finish_reason in ("stop", "length", "max_turns")
+        full = torch.tensor([t.prompt_ids + t.token_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=full).logits[0].float(), dim=-1)
+        P = len(t.prompt_ids)
+        for k, (tid, m, lp) in enumerate(zip(t.token_ids, t.loss_mask, t.logprobs)):
+            if m:
+                assert abs(float(logp[P + k - 1, tid]) - lp) < 1e-4, (k, float(logp[P + k - 1, tid]), lp)
+    again = rollout_with_tools(model, tok, prompts[:1], n=2, sampling=_sampling(32, seed=1), execute=execute,
+                               max_turns=2, max_total_tokens=40)
+    assert [t.token_ids for t in again] == [t.token_ids for t in trajs[:2]]  # seeded: reproducible
+
+
+def test_logprobs_are_under_the_warped_distribution(lm):
+    """temperature / top-k: the recorded log-prob is log_softmax(top_k(logits / T)) at the token."""
+    model, tok = lm
+    T, K = 0.7, 20
+    (t,) = rollout_with_tools(model, tok, ["Hello"], n=1, sampling=SamplingParams(max_new_tokens=16, temperature=T, top_k=K, seed=5),
+                              execute=execute, max_total_tokens=16)
+    full = torch.tensor([t.prompt_ids + t.token_ids])
+    with torch.no_grad():
+        logits = model(input_ids=full).logits[0].float() / T
+    kth = logits.topk(K, dim=-1).values[:, -1:]
+    logp = torch.log_softmax(logits.masked_fill(logits < kth, float("-inf")), dim=-1)
+    P = len(t.prompt_ids)
+    for k, (tid, lp) in enumerate(zip(t.token_ids, t.logprobs)):
+        assert abs(float(logp[P + k - 1, tid]) - lp) < 1e-4
+
+
+def test_unclosed_block_is_not_a_tool_call(lm):
+    model, tok = lm
+    script = tok.encode("```python\nprint(1)\n", add_special_tokens=False) + [tok.eos_token_id]
+    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+                              execute=execute, max_total_tokens=64)
+    assert t.token_ids == script and t.finish_reason == "stop" and t.tool_calls == 0
+    assert len(t.turns) == 1 and t.turns[0]["code"] is None and t.turns[0]["observation"] is None
+
+
+def test_token_exact_across_an_inserted_observation(lm):
+    """With a tool call in the middle, the real model's forward over prompt + trajectory still
+    reproduces the sampled log-probs after the observation (scripted tokens have log-prob 0)."""
+    model, tok = lm
+    script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
+    wrapped = Scripted(model, script, times=1)
+    (t,) = rollout_with_tools(wrapped, tok, ["Compute:"], n=1, sampling=_sampling(32, seed=3), execute=execute,
+                              max_turns=3, max_total_tokens=80)
+    _check_shape(t, 80)
+    assert t.tool_calls == 1
+    assert t.token_ids[: len(script)] == script and t.logprobs[: len(script)] == [0.0] * len(script)
+    o0, o1 = t.turns[0]["observation"]
+    assert o0 == len(script) and o1 < len(t.token_ids)  # generation continued after the observation
+    full = torch.tensor([t.prompt_ids + t.token_ids])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=full).logits[0].float(), dim=-1)
+    P = len(t.prompt_ids)
+    for k in range(o1, len(t.token_ids)):
+        assert t.loss_mask[k] == 1
+        assert abs(float(logp[P + k - 1, t.token_ids[k]]) - t.logprobs[k]) < 1e-4
+
+
+def test_scripted_tool_call_inserts_the_output(lm):
+    model, tok = lm
+    script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
+    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Compute:"], n=1, sampling=_sampling(24, seed=0),
+                              execute=execute, max_turns=3, max_total_tokens=96)
+    _check_shape(t, 96)
+    assert t.tool_calls == 1
+    turn = t.turns[0]
+    assert turn["code"] == "print(2+3)" and turn["status"] == "ok" and turn["stdout"] == "5\n"
+    assert turn["sampled"] == [0, len(script)]
+    o0, o1 = turn["observation"]
+    obs = t.token_ids[o0:o1]
+    assert obs == tok.encode("\n```output\n5\n```\n", add_special_tokens=False)  # only the observation encoded
+    assert "5" in tok.decode(obs) and set(t.loss_mask[o0:o1]) == {0} and set(t.logprobs[o0:o1]) == {None}
+    assert o1 < len(t.token_ids) and t.loss_mask[o1] == 1  # the model went on sampling
+    assert len(t.turns) == 2 and t.turns[1]["sampled"][0] == o1
+    assert "```output\n5\n```" in t.text
+
+
+def test_timeout_and_flood_are_reported(lm):
+    model, tok = lm
+    loop = tok.encode("```python\nwhile True: pass\n```", add_special_tokens=False)
+    t0 = time.monotonic()
+    (t,) = rollout_with_tools(Scripted(model, loop), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+                              execute=execute, max_turns=1, max_total_tokens=64, tool_timeout_s=0.5)
+    assert time.monotonic() - t0 < 10
+    assert t.turns[0]["status"] == "timeout" and "timed out" in tok.decode(t.token_ids)
+    assert t.finish_reason == "max_turns"
+
+    flood = tok.encode("```python\nprint('x' * 10**6)\n```", add_special_tokens=False)
+    (t,) = rollout_with_tools(Scripted(model, flood), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+                              execute=execute, max_turns=1, max_total_tokens=400, max_output_chars=50)
+    turn = t.turns[0]
+    assert turn["status"] == "ok" and turn["truncated"] and turn["stdout"] == "x" * 50
+    assert "[output truncated]" in t.text
+
+    def small_cap(code, **kw):  # a sandbox whose output cap is below the flood: an output_limit verdict
+        return execute(code, limits=Limits(output_kb=16), **kw)
+
+    (t,) = rollout_with_tools(Scripted(model, flood), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+                              execute=small_cap, max_turns=1, max_total_tokens=400)
+    assert t.turns[0]["status"] == "output_limit" and "output limit" in t.text
+
+
+def test_max_turns(lm):
+    model, tok = lm
+    script = tok.encode("```python\nprint(1)\n```", add_special_tokens=False)
+    (t,) = rollout_with_tools(Scripted(model, script, times=10), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+                              execute=execute, max_turns=2, max_total_tokens=200)
+    assert t.finish_reason == "max_turns" and t.tool_calls == 2
+    assert [turn["code"] for turn in t.turns] == ["print(1)", "print(1)"]
+    assert t.turns[-1]["observation"][1] == len(t.token_ids)  # stopped right after the 2nd observation
+    _check_shape(t, 200)
+
+
+def test_token_budget(lm):
+    model, tok = lm
+    for budget in (1, 7, 30):
+        trajs = rollout_with_tools(model, tok, ["Hello"], n=2, sampling=_sampling(64, seed=2), execute=execute,
+                                   max_total_tokens=budget)
+        for t in trajs:
+            _check_shape(t, budget)
+            assert t.finish_reason == "stop" or len(t.token_ids) == budget
+    # the budget also cuts an observation (inserted tokens count)
+    script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
+    budget = len(script) + 3
+    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(64, seed=0),
+                              execute=execute, max_total_tokens=budget)
+    assert len(t.token_ids) == budget and t.finish_reason == "length" and t.loss_mask[-3:] == [0, 0, 0]
+
+
+def test_execute_is_required(lm):
+    from rewardlab.errors import RewardlabError
+
+    model, tok = lm
+    with pytest.raises(RewardlabError, match="execute"):
+        rollout_with_tools(model, tok, ["x"], n=1, sampling=_sampling(4))
