@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from rewardlab.algos import objectives
-from rewardlab.algos.objectives import OBJECTIVES
+from rewardlab.algos.objectives import OBJECTIVES, sequence_log_ratio
 from rewardlab.errors import RewardlabError
 
 Tensor = torch.Tensor
@@ -532,18 +532,6 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
         k2 = 0.5 * x * x  # (B, T)
         value = value.detach() + (k2 - k2.detach())  # (B, T)
     return value
-
-
-def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
-    """GSPO's length-normalised log importance ratio ``log s_i = sum_t m (lp - lp_old) / n_i``, ``(B,)``.
-
-    Rows without response tokens get 0 (s_i = 1). Gradient flows through ``logp``.
-    """
-    m = mask.bool()  # (B, T)
-    cdt = _compute_dtype(logp)
-    zero = torch.zeros((), dtype=cdt, device=logp.device)
-    diff = torch.where(m, logp.to(cdt) - old_logp.to(cdt), zero)  # (B, T)
-    return diff.sum(-1) / m.sum(-1).clamp(min=1).to(cdt)  # (B,)
 
 
 def aggregate(

@@ -67,7 +67,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import torch
 
-from rewardlab.algos import AlgoError, _group_index, aggregate
+from rewardlab.algos import AlgoError, _group_index, aggregate, group_advantages
 
 Tensor = torch.Tensor
 Number = int | float
@@ -148,19 +148,6 @@ def _group_mean_std(s: Tensor, inv: Tensor, n_groups: int) -> tuple[Tensor, Tens
     dev = s - mean[inv]  # (B,)
     std = torch.sqrt(_group_sum(dev * dev, inv, n_groups) / (count - 1).clamp(min=1))  # (G,)
     return count, mean, std
-
-
-def _grpo_scalar(s: Tensor, inv: Tensor, n_groups: int, norm_by_std: bool, eps: float) -> Tensor:
-    """verl's GRPO advantage per response, ``(B,)``: ``(s - mean_g) / (std_g + eps)`` or ``s - mean_g``.
-
-    A singleton group has mean 0 and std 1 (verl), so its advantage is ``s / (1 + eps)`` (or ``s``).
-    """
-    count, mean, std = _group_mean_std(s, inv, n_groups)  # (G,) x3
-    single = count == 1  # (G,)
-    mean = torch.where(single, torch.zeros_like(mean), mean)  # (G,)
-    std = torch.where(single, torch.ones_like(std), std)  # (G,)
-    adv = s - mean[inv]  # (B,)
-    return adv / (std[inv] + eps) if norm_by_std else adv
 
 
 def _revcumsum(x: Tensor) -> Tensor:
@@ -444,7 +431,7 @@ def gdpo(
             raise AlgoError(f"{len(w)} weights for {len(comps)} components")
     total = torch.zeros(b, dtype=r.dtype, device=r.device)  # (B,)
     for wk, (_, ck) in zip(w, comps):
-        total = total + wk * _grpo_scalar(ck, inv, n_groups, norm_by_std, eps)  # (B,)
+        total = total + wk * group_advantages(ck, inv, scale="std" if norm_by_std else "none", eps=eps)  # (B,)
     adv = _whiten(_broadcast(total, mf), mf) * mf  # (B, T)
     return adv, adv
 

@@ -60,6 +60,19 @@ class Objective:
     over response tokens (names in ``rewardlab.algos.METRIC_REDUCE``)."""
 
 
+def sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """GSPO's length-normalised log importance ratio ``log s_i = sum_t m (lp - lp_old) / n_i``, ``(B,)``.
+
+    Rows without response tokens get 0 (s_i = 1). Gradient flows through ``logp``. Computed in
+    float64 for float64 ``logp``, else float32.
+    """
+    m = mask.bool()  # (B, T)
+    cdt = torch.float64 if logp.dtype == torch.float64 else torch.float32
+    zero = torch.zeros((), dtype=cdt, device=logp.device)
+    diff = torch.where(m, logp.to(cdt) - old_logp.to(cdt), zero)  # (B, T)
+    return diff.sum(-1) / m.sum(-1).clamp(min=1).to(cdt)  # (B,)
+
+
 def token_ratio(log_ratio: Tensor) -> Tensor:
     return torch.exp(log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))  # (B, T)
 
@@ -75,8 +88,7 @@ def ppo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Params, select: T
         rho = token_ratio(lp - lp_old)  # (B, T)
     else:
         # --- GSPO: s_i = exp(mean_t log ratio), as sg(s_i) * exp(lp - sg(lp)) (GSPO-token form) ---
-        n = m.sum(-1).clamp(min=1).to(lp.dtype)  # (B,)
-        log_s = (lp - lp_old).sum(-1) / n  # (B,) padding is zero in both
+        log_s = sequence_log_ratio(lp, lp_old, m)  # (B,)
         log_rho = lp - lp.detach() + log_s.detach()[:, None]  # (B, T) value log s_i, grad d lp
         rho = torch.exp(log_rho.clamp(max=GSPO_LOG_MAX))  # (B, T)
     unclipped = -adv * rho  # (B, T)
