@@ -179,7 +179,8 @@ def plan(cfg: TrainConfig, locks: list[FolderLock]) -> Run:
     if device.type == "cuda" and dist.world_size > 1:
         device = dist.device
     return Run(cfg=cfg, algo=algo, sizes=sizes, dist=dist, run_dir=run_dir, rows=rows, reward_fn=reward_fn,
-               main_reward=main_reward, ckpt=ckpt, state=state, start_step=int(state["step"]) if state else 0, device=device)
+               main_reward=main_reward, ckpt=ckpt, state=state, start_step=int(state["step"]) if state else 0, device=device,
+               correction=algo.rollout_correction())
 
 
 # --- setup: model, reference, optimizer, engine, data ---

@@ -157,6 +157,8 @@ class Run:
     stream: PromptStream | None = None
     log: Any = None
     rollout_log: JsonlWriter | None = None
+    correction: Any = None
+    """``--correction``: the ``rewardlab.algos.correction.Correction`` in force (None = off), resolved once."""
     critic: Any = None
     """PPO's value model (``rewardlab.train.critic.ValueModel``), with its own optimizer ``critic_opt``."""
     critic_opt: Any = None

@@ -149,7 +149,7 @@ def frozen_logprobs(run: Run, minis: list[list[Sample]]) -> tuple[dict, dict, di
     old_lp: dict[tuple[int, int], Any] = {}
     ref_lp: dict[tuple[int, int], Any] = {}
     frozen_h: dict[tuple[int, int], Any] = {}
-    need_old = run.sizes.off_policy or run.algo.correction is not None  # correction: the trainer's pre-update lp
+    need_old = run.sizes.off_policy or run.correction is not None  # correction: the trainer's pre-update lp
     if not (need_old or run.ref_model is not None):
         return old_lp, ref_lp, frozen_h
     run.model.eval()
@@ -176,7 +176,7 @@ def micro_batches(minis: list[list[Sample]], size: int) -> Iterator[tuple[tuple[
 
 def correct_batch(run: Run, minis: list[list[Sample]], old_lp: dict, update: Update) -> dict[tuple[int, int], Corrected]:
     """Rollout correction for every micro-batch (``--correction``), before any update; {} when off."""
-    corr = run.algo.rollout_correction()
+    corr = run.correction
     if corr is None:
         return {}
     keys, parts = [], []
@@ -185,9 +185,7 @@ def correct_batch(run: Run, minis: list[list[Sample]], old_lp: dict, update: Upd
             raise RewardlabError(f"--correction {run.algo.correction} needs the rollout engine's log-prob of every "
                                  f"sampled token; the {run.cfg.rollout} engine did not report them")
         mask = pad_batch(micro, run.tok.pad_token_id, run.device)["response_mask"]  # (B, R)
-        rollout = torch.zeros(mask.shape, dtype=torch.float32, device=run.device)  # (B, R)
-        for i, s in enumerate(micro):
-            rollout[i, : len(s.token_ids)] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
+        rollout = _padded([s.rollout_logprobs for s in micro], mask)  # (B, R)
         keys.append(key)
         parts.append((old_lp[key].float(), rollout, mask))
     # one call over the whole batch (padded to one width), so batch normalisation sees every row
@@ -266,10 +264,7 @@ def _padded(rows: list[list[float] | None], mask: torch.Tensor) -> torch.Tensor:
 def advantage_tensor(micro: list[Sample], mask: torch.Tensor) -> torch.Tensor:
     """``(B,)`` per-response advantages, or ``(B, R)`` when any sample has per-token ones (REINFORCE++, ...)."""
     if any(isinstance(s.advantage, list) for s in micro):
-        adv = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)  # (B, R)
-        for i, s in enumerate(micro):
-            adv[i, : len(s.advantage)] = torch.tensor(s.advantage, dtype=torch.float32)
-        return adv
+        return _padded([s.advantage for s in micro], mask)  # (B, R)
     return torch.tensor([s.advantage for s in micro], device=mask.device)  # (B,)
 
 
@@ -327,7 +322,7 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
     if corrected is not None:  # --- rollout correction: rejected tokens leave the mask; IS weights ---
         mask = mask * corrected.mask  # (B, R)
         weights = corrected.weights
-        corr = algo.rollout_correction()
+        corr = run.correction
         if corr.bypass:  # --- bypass: the engine's log-probs are the old log-probs ---
             old = corrected.rollout_lp  # (B, R)
             if corr.bypass_loss == "reinforce":
