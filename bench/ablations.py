@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from learning import _Reward, letters_score, strict_score  # noqa: E402  (bench/learning.py: the same tasks)
+from learning import _Reward, embedded_model_dir, letters_score, strict_score  # noqa: E402  (bench/learning.py: the same tasks)
 
 strict = _Reward("strict", strict_score)
 letters = _Reward("letters", letters_score)
@@ -145,13 +145,7 @@ def main() -> None:
 
             model_dir, desc = str(build_tiny_model(work / "tiny")), "random tiny qwen2 (64 wide, 2 blocks)"
         elif args.model == "embedded":
-            from rewardlab import models
-
-            model, _ = models.load_model(None)
-            prov = dict(getattr(model.config, "rewardlab_provenance", None) or {})
-            del model
-            model_dir = prov.get("path") or models.DEFAULT_MODEL
-            desc = f"SmolLM2-135M-Instruct from {model_dir}"
+            model_dir, desc = embedded_model_dir()
         else:
             model_dir = desc = args.model
         config = {"model": desc, "task": args.task, "prompts x group": f"{args.prompts} x {args.group}",

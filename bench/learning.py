@@ -97,6 +97,17 @@ def trl_reward(task: str):
     return reward
 
 
+def embedded_model_dir() -> tuple[str, str]:
+    """The embedded SmolLM2-135M-Instruct as a folder both trainers load, and a description of it."""
+    from rewardlab import models
+
+    model, _tok = models.load_model(None)
+    prov = dict(getattr(model.config, "rewardlab_provenance", None) or {})
+    del model
+    model_dir = prov.get("path") or models.DEFAULT_MODEL  # the converted folder, else the Hub id
+    return model_dir, f"SmolLM2-135M-Instruct ({prov.get('weights', 'original release')}) from {model_dir}"
+
+
 # --- the two runs -----------------------------------------------------------------------------
 
 
@@ -266,13 +277,7 @@ def main() -> None:
 
             model_dir, model_desc = str(build_tiny_model(work / "tiny")), "random tiny qwen2 (64 wide, 2 blocks)"
         elif args.model == "embedded":
-            from rewardlab import models
-
-            model, _tok = models.load_model(None)
-            prov = dict(getattr(model.config, "rewardlab_provenance", None) or {})
-            del model
-            model_dir = prov.get("path") or models.DEFAULT_MODEL  # the converted folder, else the Hub id
-            model_desc = f"SmolLM2-135M-Instruct ({prov.get('weights', 'original release')}) from {model_dir}"
+            model_dir, model_desc = embedded_model_dir()
         else:
             model_dir, model_desc = args.model, args.model
         n_params = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_pretrained(model_dir).parameters())

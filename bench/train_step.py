@@ -168,13 +168,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.model == "embedded":
-            from rewardlab import models
+            from learning import embedded_model_dir  # bench/learning.py, beside this file
 
-            loaded, _ = models.load_model(None)
-            prov = dict(getattr(loaded.config, "rewardlab_provenance", None) or {})
-            del loaded
-            model_dir = Path(prov.get("path") or models.DEFAULT_MODEL)
-            model_desc = f"SmolLM2-135M-Instruct from {model_dir}"
+            model_dir, model_desc = embedded_model_dir()
+            model_dir = Path(model_dir)
         else:
             model_dir = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers)
             model_desc = f"random qwen2, hidden {args.hidden}, {args.layers} layers"
