@@ -59,6 +59,22 @@ def build_tokenizer(vocab_size: int = 384):
     return fast
 
 
+def eos_biased(model, tok, bias: float):
+    """A copy of ``model`` whose LM head adds ``bias`` to the EOS logit (> 0: rows end early and at
+    different steps; very negative: EOS impossible). For rollout tests that need both cases."""
+    import copy
+
+    import torch
+
+    m = copy.deepcopy(model)
+    head = m.get_output_embeddings()
+    if head.bias is None:
+        head.bias = torch.nn.Parameter(torch.zeros(head.weight.shape[0]))
+    with torch.no_grad():
+        head.bias[tok.eos_token_id] = bias
+    return m
+
+
 def build_tiny_model(
     path: str | os.PathLike,
     *,

@@ -61,14 +61,7 @@ LOGP = t(INP["log_prob"])
 ROLLOUT = t(INP["rollout_log_prob"])
 ADV = algos.group_advantages(t(INP["seq_rewards"]), INP["uids"], scale="std")  # (B,) verl's GRPO advantages
 
-AGG = {  # verl aggregation key -> (our agg, max_len): seq-mean-token-sum-norm divides by T or the factor
-    "token-mean": ("token-mean", None),
-    "seq-mean-token-sum": ("seq-mean-token-sum", None),
-    "seq-mean-token-mean": ("seq-mean-token-mean", None),
-    "seq-mean-token-sum-norm": ("seq-mean-token-sum-norm", T),
-    "seq-mean-token-sum-norm@loss_scale_factor=16": ("seq-mean-token-sum-norm", 16),
-    "token-sum": ("token-sum", None),
-}
+AGG = verl_fixtures.aggregations(T)
 PPO = dict(eps_low=0.2, eps_high=0.28, clip_ratio_c=3.0)  # the fixture's ActorConfig (ppo_clip_config)
 LOSS_METRICS = {"pg_clipfrac": "clip_frac", "pg_clipfrac_lower": "dual_clip_frac", "ppo_kl": "approx_kl_old"}
 """verl ``actor/*`` metric -> ours (``policy_loss``)."""

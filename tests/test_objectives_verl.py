@@ -63,14 +63,7 @@ METRICS = {  # verl metric -> ours, per loss (verl's zeros-for-compatibility met
     "dppo_kl": {"pg_clipfrac": "clip_frac", "pg_clipfrac_lower": "trunc_frac", "ppo_kl": "approx_kl_old"},
 }
 
-AGG = {  # verl aggregation key -> (our agg, max_len): seq-mean-token-sum-norm divides by T or the factor
-    "token-mean": ("token-mean", None),
-    "seq-mean-token-sum": ("seq-mean-token-sum", None),
-    "seq-mean-token-mean": ("seq-mean-token-mean", None),
-    "seq-mean-token-sum-norm": ("seq-mean-token-sum-norm", T),
-    "seq-mean-token-sum-norm@loss_scale_factor=16": ("seq-mean-token-sum-norm", 16),
-    "token-sum": ("token-sum", None),
-}
+AGG = verl_fixtures.aggregations(T)
 
 
 def settings(verl_loss: str, config: dict) -> dict:

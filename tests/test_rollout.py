@@ -7,6 +7,8 @@ import importlib.util
 import pytest
 import torch
 
+from rewardlab.testing import eos_biased
+
 from rewardlab.errors import RewardlabError
 from rewardlab.models import load_model
 from rewardlab.rollout import Completion, HFEngine, RolloutEngine, SamplingParams, format_prompt, make_engine
@@ -22,19 +24,6 @@ def tiny(tiny_model_dir):
 def engine(tiny):
     model, tok = tiny
     return HFEngine(model, tok, batch_size=4)
-
-
-def _eos_biased(model, tok, bias: float):
-    """Make EOS very likely (bias > 0) or impossible (bias < 0) by shifting the LM head bias."""
-    import copy
-
-    m = copy.deepcopy(model)
-    head = m.get_output_embeddings()
-    if head.bias is None:
-        head.bias = torch.nn.Parameter(torch.zeros(head.weight.shape[0]))
-    with torch.no_grad():
-        head.bias[tok.eos_token_id] = bias
-    return m
 
 
 PROMPTS = ["What is 3 plus 4?", "Natalia sold clips to 48 of her friends in April, and then she sold half as many."]
@@ -68,7 +57,7 @@ def test_batch_size_does_not_change_greedy_output(tiny):
 
 def test_length_finish_when_eos_impossible(tiny):
     model, tok = tiny
-    m = _eos_biased(model, tok, -1e9)
+    m = eos_biased(model, tok, -1e9)
     outs = HFEngine(m, tok).generate([format_prompt(tok, "hi")], 4, SamplingParams(max_new_tokens=7, seed=0))
     assert all(c.finish_reason == "length" and len(c.token_ids) == 7 for c in outs)
     assert all(tok.eos_token_id not in c.token_ids for c in outs)
@@ -76,7 +65,7 @@ def test_length_finish_when_eos_impossible(tiny):
 
 def test_eos_stop_cuts_after_eos_and_drops_padding(tiny):
     model, tok = tiny
-    m = _eos_biased(model, tok, 1e9)
+    m = eos_biased(model, tok, 1e9)
     outs = HFEngine(m, tok).generate([format_prompt(tok, "hi"), "x"], 2, SamplingParams(max_new_tokens=7, seed=0))
     for c in outs:
         assert c.finish_reason == "stop"
@@ -87,7 +76,7 @@ def test_eos_stop_cuts_after_eos_and_drops_padding(tiny):
 def test_mixed_batch_keeps_each_rows_own_end(tiny):
     # EOS is likely but not certain, so one batch mixes early stops with rows that hit the limit.
     model, tok = tiny
-    m = _eos_biased(model, tok, 3.0)
+    m = eos_biased(model, tok, 3.0)
     outs = HFEngine(m, tok, batch_size=16).generate([format_prompt(tok, p) for p in PROMPTS], 8,
                                                       SamplingParams(max_new_tokens=6, seed=3))
     reasons = {c.finish_reason for c in outs}
@@ -137,7 +126,7 @@ def test_training_mode_restored_and_no_grad(tiny):
 
 def test_stop_strings(tiny):
     model, tok = tiny
-    m = _eos_biased(model, tok, -1e9)
+    m = eos_biased(model, tok, -1e9)
     eng = HFEngine(m, tok)
     free = eng.generate(["hi"], 1, SamplingParams(max_new_tokens=12, temperature=0.0))[0]
     assert free.finish_reason == "length"
@@ -228,7 +217,7 @@ def test_model_generation_defaults_do_not_leak(tiny):
     import copy
 
     model, tok = tiny
-    m = _eos_biased(model, tok, 1e9)  # EOS is always the argmax...
+    m = eos_biased(model, tok, 1e9)  # EOS is always the argmax...
     m.generation_config.min_new_tokens = 5  # ...unless a leaked min length suppresses it
     m.generation_config.repetition_penalty = 50.0
     m.generation_config.top_k = 1

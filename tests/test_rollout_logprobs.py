@@ -7,11 +7,12 @@ computes it, cut to each completion's ``token_ids``.
 
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
 import torch
+
+from rewardlab.testing import eos_biased
 
 from rewardlab.models import load_model
 from rewardlab.rollout import HFEngine, SamplingParams, format_prompt
@@ -31,17 +32,6 @@ def tiny(tiny_model_dir):
 
 def _texts(tok):
     return [format_prompt(tok, p) for p in PROMPTS]
-
-
-def _eos_biased(model, tok, bias: float):
-    """A copy whose LM head adds ``bias`` to EOS (> 0: likelier, very negative: impossible)."""
-    m = copy.deepcopy(model)
-    head = m.get_output_embeddings()
-    if head.bias is None:
-        head.bias = torch.nn.Parameter(torch.zeros(head.weight.shape[0]))
-    with torch.no_grad():
-        head.bias[tok.eos_token_id] = bias
-    return m
 
 
 def _response_logits(model, tok, comps):
@@ -151,7 +141,7 @@ def test_same_tokens_with_and_without_recording(tiny):
 def test_lengths_follow_eos_cuts(tiny):
     """Rows that stop at EOS (padding after it in the batch) keep exactly their tokens' log-probs."""
     model, tok = tiny
-    m = _eos_biased(model, tok, 4.0)  # EOS ~10% a step: a mix of early stops and full-length rows
+    m = eos_biased(model, tok, 4.0)  # EOS ~10% a step: a mix of early stops and full-length rows
     comps = HFEngine(m, tok, batch_size=8).generate(_texts(tok), 8, SamplingParams(max_new_tokens=16, seed=6))
     _check_lengths(comps)
     stopped = [c for c in comps if c.finish_reason == "stop"]
@@ -165,7 +155,7 @@ def test_lengths_follow_eos_cuts(tiny):
 
 def test_lengths_follow_stop_string_cuts(tiny):
     model, tok = tiny
-    m = _eos_biased(model, tok, -1e9)
+    m = eos_biased(model, tok, -1e9)
     eng = HFEngine(m, tok, batch_size=4)
     free = eng.generate(_texts(tok), 1, SamplingParams(max_new_tokens=12, seed=7))
     stop = free[0].text[3:6]  # a substring the first prompt's continuation is known to produce

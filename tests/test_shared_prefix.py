@@ -9,10 +9,11 @@ must be a full forward pass's, and greedy decoding must be ``model.generate``'s.
 
 from __future__ import annotations
 
-import copy
 
 import pytest
 import torch
+
+from rewardlab.testing import eos_biased
 from transformers import GenerationConfig
 
 from rewardlab.models import load_model
@@ -43,21 +44,10 @@ def tiny(tiny_model_dir):
     return model, tok
 
 
-def _eos_biased(model, tok, bias: float):
-    """A copy whose LM head adds ``bias`` to EOS (rows then end at different steps)."""
-    m = copy.deepcopy(model)
-    head = m.get_output_embeddings()
-    if head.bias is None:
-        head.bias = torch.nn.Parameter(torch.zeros(head.weight.shape[0]))
-    with torch.no_grad():
-        head.bias[tok.eos_token_id] = bias
-    return m
-
-
 @pytest.fixture(scope="module")
 def early(tiny):
     model, tok = tiny
-    return _eos_biased(model, tok, 3.0), tok  # EOS ~5% a step: a spread of lengths within a chunk
+    return eos_biased(model, tok, 3.0), tok  # EOS ~5% a step: a spread of lengths within a chunk
 
 
 def _texts(tok):

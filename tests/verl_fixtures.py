@@ -23,3 +23,16 @@ def load(name: str) -> dict:
 def t(x) -> torch.Tensor:
     """A fixture value (nested lists or a number) as a float64 tensor."""
     return torch.as_tensor(x, dtype=torch.float64)
+
+
+def aggregations(width: int) -> dict[str, tuple[str, int | None]]:
+    """verl's ``loss_agg_mode`` keys in the v2 fixture -> ``(our agg, max_len)``: verl's
+    seq-mean-token-sum-norm divides by the padded width, or by the ``loss_scale_factor`` given."""
+    return {
+        "token-mean": ("token-mean", None),
+        "seq-mean-token-sum": ("seq-mean-token-sum", None),
+        "seq-mean-token-mean": ("seq-mean-token-mean", None),
+        "seq-mean-token-sum-norm": ("seq-mean-token-sum-norm", width),
+        "seq-mean-token-sum-norm@loss_scale_factor=16": ("seq-mean-token-sum-norm", 16),
+        "token-sum": ("token-sum", None),
+    }
