@@ -188,3 +188,31 @@ def test_lora_through_the_cli_trains_adapters_only_and_resumes_exactly(tiny_mode
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     assert any(float(v.abs().sum()) > 0 for k, v in wa.items() if "lora_B" in k)  # the adapters trained
     AutoModelForCausalLM.from_pretrained(last / "merged")  # merged HF weights load as a plain model
+
+
+class _One:
+    """Every completion scores 1: the value targets (returns, gamma 1) are 1 at every token."""
+
+    name = "one"
+    isolated = True
+
+    def fast(self, completion, reference=None, **meta):
+        return self(completion, reference, **meta)
+
+    def __call__(self, completion, reference=None, **meta):
+        from rewardlab.rewards.base import RewardResult
+
+        return RewardResult(1.0)
+
+
+one = _One()
+
+
+@pytest.mark.parametrize("critic", ["separate", "shared"])
+def test_the_critic_learns_the_returns(critic, tiny_model_dir, tmp_path):
+    """With every reward 1 the critic's targets are 1; its clipped value loss must fall (the value
+    loss reaches the value model's gradients and its optimizer steps)."""
+    rows = train_cli(tmp_path, tiny_model_dir, "--algo", "ppo", "--critic", critic, "--critic-lr", "5e-3",
+                     "--steps", "8", "--reward", "test_presets_cli.one")
+    losses = [r["vf_loss"] for r in rows]
+    assert max(losses[-3:]) < 0.5 * losses[0], losses
