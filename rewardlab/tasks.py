@@ -13,6 +13,8 @@ Tasks (``meta["reward"]`` names the reward that grades them):
 name           splits           source and reference
 =============  ===============  =============================================================
 ``arith``      train, test      built in: "What is 6 + 3?" sums (``arith:2``/``arith:3`` harder)
+``bigmul``     train, test      built in: "What is 51494 * 56125?", 4-5 digit products, for
+                                ``--tools python`` (one worked example of a tool call in the prompt)
 ``gsm8k``      train, test      ``openai/gsm8k`` (main) / ``gsm8k/{split}.jsonl``; gold after ``####``
 ``math``       train, test      MATH test set (``DigitalLearningGmbH/MATH-lighteval`` test /
                                 ``math/math_test_5000.jsonl``): test = all 5000, train = those minus
@@ -60,7 +62,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.models import file_sha256
 from rewardlab.rewards.math import find_boxes
 
-TASKS = ("arith", "gsm8k", "math", "math500", "humaneval")
+TASKS = ("arith", "bigmul", "gsm8k", "math", "math500", "humaneval")
 """Built-in task names (a path to a ``.jsonl`` file is also accepted)."""
 
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -411,6 +413,40 @@ def arith_rows(split: str = "train", *, n: int | None = None, seed: int = 0, lev
     return rows
 
 
+# ----------------------------------------------------------------------------- bigmul
+
+TOOL_INSTRUCTION = ("Use Python to compute it: write a ```python code block that prints the result. "
+                    "Then answer with the number.")
+"""The ``bigmul`` instruction: the product is too long to work out token by token, so the tool is the way to score."""
+BIGMUL_EXAMPLE = (3417, 2209)
+"""The worked example in every ``bigmul`` prompt (a user turn and the assistant's tool call, output, answer)."""
+
+
+def bigmul_rows(split: str = "train", *, n: int | None = None, seed: int = 0) -> list[Row]:
+    """"What is a * b?" with 4-5 digit operands, deterministic in (split, seed): a task a small model scores
+    on only by calling the Python tool (``--tools python``) and copying its output.
+
+    The prompt is chat messages: one worked example (the question, then an assistant turn with a
+    ```python block, the tool's output block exactly as the tool rollout inserts it, and "The answer
+    is N."), then the question. The reference is the product, graded by the math reward.
+    """
+    _check_split("bigmul", split, ("train", "test"))
+    count = n if n is not None else (ARITH_TRAIN_SIZE if split == "train" else ARITH_TEST_SIZE)
+    rng = random.Random(f"rewardlab-bigmul/{split}/{seed}")
+    ea, eb = BIGMUL_EXAMPLE
+    example = [{"role": "user", "content": f"What is {ea} * {eb}? {TOOL_INSTRUCTION}"},
+               {"role": "assistant", "content": f"```python\nprint({ea} * {eb})\n```\n```output\n{ea * eb}\n```\n"
+                                                f"The answer is {ea * eb}."}]
+    rows = []
+    for i in range(count):
+        a, b = rng.randint(1000, 99999), rng.randint(1000, 99999)
+        question = f"What is {a} * {b}?"
+        rows.append(Row(id=f"bigmul/{split}/{seed}/{i}", prompt=example + _user(f"{question} {TOOL_INSTRUCTION}"),
+                        reference=str(a * b), meta={"reward": "math", "task": "bigmul", "a": a, "b": b,
+                                                    "question": question}))
+    return rows
+
+
 # ----------------------------------------------------------------------------- entry point
 
 
@@ -448,6 +484,10 @@ def load_task_with_source(
             except ValueError:
                 raise RewardlabError(f"bad task {name!r}: use arith or arith:LEVEL with LEVEL in {sorted(_ARITH_LEVELS)}") from None
         rows = arith_rows(split, n=limit, seed=seed, level=level)
+        return rows, {"source": "task", "task": key, "split": split, "seed": seed, "records": len(rows),
+                      "sha256": _rows_sha256(rows)}
+    if key == "bigmul":
+        rows = bigmul_rows(split, n=limit, seed=seed)
         return rows, {"source": "task", "task": key, "split": split, "seed": seed, "records": len(rows),
                       "sha256": _rows_sha256(rows)}
     loaders = {"gsm8k": _gsm8k, "math": _math, "math500": _math500, "humaneval": _humaneval}
@@ -501,6 +541,7 @@ __all__ = [
     "Source",
     "TASKS",
     "arith_rows",
+    "bigmul_rows",
     "data_dir",
     "file_sha256",
     "gsm8k_gold",

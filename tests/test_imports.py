@@ -43,8 +43,9 @@ ALLOWED: dict[str, set[str]] = {
     "models": {"errors"},
     "tasks": {"models", "errors", "rewards"},
     "rollout": {"models", "errors"},
-    "train": {"algos", "rewards", "rollout", "tasks", "models", "logging", "plots", "locks", "errors"},
-    "eval": {"rewards", "rollout", "tasks", "models", "plots", "locks", "errors"},
+    # train and eval run a tool rollout's code in the sandbox (--tools python)
+    "train": {"algos", "rewards", "rollout", "sandbox", "tasks", "models", "logging", "plots", "locks", "errors"},
+    "eval": {"rewards", "rollout", "sandbox", "tasks", "models", "plots", "locks", "errors"},
     "adapters": {"rewards", "errors"},
 }
 ALWAYS = {"root"}  # rewardlab/__init__.py (the version string): importable from anywhere

@@ -1,9 +1,9 @@
 """Multi-turn tool-using rollouts (rewardlab/rollout/multiturn.py) on the tiny random model.
 
 The token-exactness test samples with the real model. Tool calls are made deterministic with
-:class:`Scripted`, a wrapper that runs the real model and forces a scripted token sequence at the
-start of a trajectory (and, with ``times > 1``, after each observation); forced tokens have
-log-prob 0 and are still recorded as sampled.
+:class:`scripted.Scripted` (tests/scripted.py), a wrapper that runs the real model and forces a
+scripted token sequence at the start of a trajectory (and, with ``times > 1``, after each
+observation); forced tokens have log-prob 0 and are still recorded as sampled.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 from rewardlab.rollout.base import SamplingParams
 from rewardlab.rollout.multiturn import Trajectory, extract_code, rollout_with_tools
 from rewardlab.sandbox import Limits, execute
+from scripted import Scripted
 
 
 @pytest.fixture(scope="module")
@@ -25,35 +26,6 @@ def lm(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     return model, tok
-
-
-class Scripted(torch.nn.Module):
-    """The real model, except that ``script`` is forced at the start of the response and (up to
-    ``times`` in all) right after each observation. A trajectory starts at a forward without a cache;
-    an observation is the only multi-token input fed after the prompt."""
-
-    def __init__(self, model, script: list[int], times: int = 1):
-        super().__init__()
-        self.inner, self.script, self.times = model, list(script), times
-        self.generation_config = model.generation_config
-        self.k = 0
-        self.done = 0
-        self.active = False
-
-    def forward(self, input_ids=None, cache=None, use_cache=True, **kw):
-        out = self.inner(input_ids=input_ids, cache=cache, use_cache=use_cache, **kw)
-        if cache is None:  # a new trajectory: the prompt
-            self.k, self.done, self.active = 0, 0, True
-        elif input_ids.shape[1] > 1 and self.done < self.times:  # an observation was inserted
-            self.k, self.active = 0, True
-        if self.active:
-            logits = torch.full_like(out.logits, float("-inf"))
-            logits[:, -1, self.script[self.k]] = 0.0
-            out.logits = logits
-            self.k += 1
-            if self.k == len(self.script):
-                self.active, self.done = False, self.done + 1
-        return out
 
 
 def _sampling(max_new_tokens=64, seed=0, **kw):
@@ -221,3 +193,84 @@ def test_execute_is_required(lm):
     model, tok = lm
     with pytest.raises(RewardlabError, match="execute"):
         rollout_with_tools(model, tok, ["x"], n=1, sampling=_sampling(4))
+
+
+def test_empty_block_is_a_malformed_call_with_an_observation_that_says_so(lm):
+    model, tok = lm
+    script = tok.encode("```python\n```", add_special_tokens=False)
+    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(16, seed=0),
+                              execute=execute, max_turns=1, max_total_tokens=80)
+    assert t.tool_calls == 1 and t.turns[0]["status"] == "malformed" and t.turns[0]["sandbox_status"] is None
+    o0, o1 = t.turns[0]["observation"]
+    assert "[malformed] empty code block" in tok.decode(t.token_ids[o0:o1])
+
+
+def test_a_syntax_error_is_an_error_observation(lm):
+    model, tok = lm
+    script = tok.encode("```python\nprint(1 +\n```", add_special_tokens=False)
+    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(16, seed=0),
+                              execute=execute, max_turns=1, max_total_tokens=120)
+    assert t.turns[0]["status"] == "error" and "SyntaxError" in t.text
+
+
+def test_trajectories_do_not_depend_on_the_batching(lm):
+    """One random stream per trajectory: batch size 1 and 64 sample the same tokens."""
+    model, tok = lm
+    kw = dict(n=3, sampling=_sampling(12, seed=4), execute=execute, max_total_tokens=20)
+    one = rollout_with_tools(model, tok, ["a", "bb b"], batch_size=1, **kw)
+    all_ = rollout_with_tools(model, tok, ["a", "bb b"], batch_size=64, **kw)
+    assert [t.token_ids for t in one] == [t.token_ids for t in all_]
+    for a, b in zip(one, all_):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+# Attacks made from inside an episode: each is the model's tool call; each must be contained (the check),
+# and the trajectory goes on with an observation. Rows: (name, code, check(trajectory, context) -> None).
+def _no_file(t, ctx):
+    assert not ctx["victim"].exists()
+
+
+def _no_secret(t, ctx):
+    assert "rlsecret-" not in t.text
+
+
+def _no_connection(t, ctx):
+    ctx["server"].settimeout(0.2)
+    with pytest.raises(OSError):  # socket.timeout: nobody connected
+        ctx["server"].accept()
+
+
+def _timed_out(t, ctx):
+    assert t.turns[0]["status"] == "timeout"
+
+
+ATTACKS = [
+    ("write outside the scratch dir", "open('{victim}', 'w').write('pwned')\nprint('done')", _no_file),
+    ("read the trainer's secret env", "import os\nprint(os.environ.get('SECRET_TOKEN'))", _no_secret),
+    ("kill the parent", "import posix\nposix.kill(posix.getppid(), 9)\nprint('x')", lambda t, ctx: None),
+    ("connect to the trainer's port", "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)",
+     _no_connection),
+    ("sleep forever", "import time\ntime.sleep(3600)", _timed_out),
+]
+
+
+@pytest.mark.parametrize("name,code,check", ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_attacks_inside_an_episode_are_contained(lm, tmp_path, monkeypatch, name, code, check):
+    import socket
+
+    model, tok = lm
+    monkeypatch.setenv("SECRET_TOKEN", "rlsecret-do-not-leak")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    ctx = {"victim": tmp_path / "pwned", "server": server}
+    script = tok.encode("```python\n" + code.format(victim=ctx["victim"], port=server.getsockname()[1]) + "\n```",
+                        add_special_tokens=False)
+    t0 = time.monotonic()
+    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(len(script) + 8, seed=0),
+                              execute=execute, max_turns=2, max_total_tokens=len(script) + 120, tool_timeout_s=1.0)
+    assert time.monotonic() - t0 < 30
+    assert t.tool_calls == 1 and t.turns[0]["observation"] is not None  # counted, and answered with an observation
+    assert t.turns[0]["status"] is not None
+    check(t, ctx)
+    server.close()

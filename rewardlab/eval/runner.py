@@ -35,7 +35,9 @@ from rewardlab.models import check_model, load_model, resolve_device, resolve_mo
 from rewardlab.rewards import get_reward
 from rewardlab.rewards.code import extract_code
 from rewardlab.rewards.pool import prewarm, score_batch
+from rewardlab import sandbox
 from rewardlab.rollout import SamplingParams, make_engine
+from rewardlab.rollout.multiturn import TOOL_HINT, ToolEngine
 
 DEFAULT_DEADLINES = {"math": 10.0, "code": 30.0}
 LIMIT_RULE = "first N problems in data-file order"
@@ -92,6 +94,8 @@ class _Ctx:
     tokenizer: Any
     model_label: str
     model_info: dict[str, Any]
+    tools: dict[str, Any] | None = None
+    """``--tools python``: the tool settings (recorded in results.json and each sample file's config); None = off."""
 
 
 def _sampling_for(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +175,7 @@ def _eval_benchmark(
         bar = tqdm(total=len(rows), initial=len(rows) - todo, desc=spec.name, unit="problem", file=sys.stderr, dynamic_ncols=True)
     try:
         for slot, slot_rows in sorted(pending_slots.items()):
-            prompts = [render_prompt(spec, r, ctx.tokenizer) for r in slot_rows]
+            prompts = [render_prompt(spec, r, ctx.tokenizer, tools=ctx.tools is not None) for r in slot_rows]
             params = SamplingParams(
                 max_new_tokens=sampling["max_new_tokens"],
                 temperature=sampling["temperature"],
@@ -182,7 +186,8 @@ def _eval_benchmark(
             if len(comps) != len(prompts) * n:
                 raise RewardlabError(f"engine returned {len(comps)} completions for {len(prompts)} prompts x n={n}")
             texts = [c.text for c in comps]
-            graded, results = _grade(spec, slot_rows, texts, n)
+            answers = [c.text if getattr(c, "answer_text", None) is None else c.answer_text for c in comps]
+            graded, results = _grade(spec, slot_rows, answers, n)  # tools: the model's last turn is the answer
             records = []
             for i, row in enumerate(slot_rows):
                 sl = slice(i * n, (i + 1) * n)
@@ -201,6 +206,14 @@ def _eval_benchmark(
                     "status": [r.info.get("status") for r in res],
                     "info": [_jsonable(r.info) for r in res],
                 }
+                if ctx.tools is not None:  # --- tool rollouts: what was asked of the tool, per completion ---
+                    rec["answers"] = answers[sl]
+                    rec["turns"] = [len(c.turns or []) for c in comps[sl]]
+                    rec["tool_calls"] = [c.tool_calls for c in comps[sl]]
+                    rec["tool_status"] = [[t["status"] for t in (c.turns or []) if t.get("code") is not None]
+                                          for c in comps[sl]]
+                    rec["model_tokens"] = [sum(c.loss_mask) if c.loss_mask is not None else len(c.token_ids)
+                                           for c in comps[sl]]
                 records.append(rec)
             store.append(records)
             for rec in records:
@@ -239,6 +252,18 @@ def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: S
         "finish_reasons": finish,
         "mean_completion_tokens": (sum(ntok) / len(ntok)) if ntok else 0.0,
     }
+    if records and "tool_calls" in records[0]:  # --- tool rollouts ---
+        calls = [c for r in records for c in r["tool_calls"]]
+        status: dict[str, int] = {}
+        for r in records:
+            for per in r["tool_status"]:
+                for s in per:
+                    status[str(s)] = status.get(str(s), 0) + 1
+        details["tools"] = {
+            "calls_mean": sum(calls) / len(calls), "use_rate": sum(c > 0 for c in calls) / len(calls),
+            "turns_mean": sum(t for r in records for t in r["turns"]) / len(calls), "call_status": status,
+            "mean_model_tokens": sum(t for r in records for t in r["model_tokens"]) / len(calls),
+        }
     return flat, details
 
 
@@ -260,6 +285,10 @@ def run_eval(
     device: str = "cpu",
     tokenizer: Any | None = None,
     engine: Any | None = None,
+    tools: str = "none",
+    max_turns: int = 3,
+    tool_timeout: float = 2.0,
+    max_total_tokens: int | None = None,
     spec_files: Sequence[str] | None = None,
     data_dir: str | os.PathLike | None = None,
     model_label: str | None = None,
@@ -280,6 +309,11 @@ def run_eval(
         k: pass@k values to report (each ``<= n``); default from the spec.
         engine: any object with ``generate(prompts, n, sampling) -> list[Completion]`` (for tests and
             custom backends); when given, ``model`` is only a label.
+        tools: ``"python"``: multi-turn tool rollouts (``rewardlab.rollout.multiturn``, HF engine): the
+            model's ```python blocks run in the sandbox (``tool_timeout`` s each, at most ``max_turns``
+            calls, ``max_total_tokens`` tokens with observations, default 4 x max_new_tokens), the prompt
+            ends with the tool hint, and the model's last turn is graded; each record gains answers,
+            turns, tool_calls, tool_status and model_tokens, and details gain ``tools``.
         overwrite: discard existing samples in ``out_dir`` instead of resuming.
 
     Returns:
@@ -300,6 +334,12 @@ def run_eval(
     kss = [_ks_for(spec, k, s["n"]) for spec, s in zip(specs, samplings)]
     if batch_size < 1:
         raise RewardlabError("--batch-size must be at least 1")
+    if tools not in ("none", "python"):
+        raise RewardlabError(f"unknown --tools {tools!r}; choose none or python")
+    if tools != "none" and (engine is not None or rollout != "hf"):
+        raise RewardlabError("--tools python runs on the HF engine (--rollout hf); multi-turn vLLM rollouts are not built yet")
+    if max_turns < 1 or not tool_timeout > 0:
+        raise RewardlabError("--max-turns must be >= 1 and --tool-timeout > 0")
 
     if engine is None:  # cheap checks first: a typo must not cost a model load, nor leave a folder
         device = resolve_device(device)
@@ -311,6 +351,9 @@ def run_eval(
             prewarm(get_reward(spec.grader))
         ctx = _make_ctx(model, tokenizer=tokenizer, engine=engine, rollout=rollout, dtype=dtype, device=device,
                         batch_size=batch_size, seed=seed, model_label=model_label)
+        if tools == "python":  # --- the sandbox is the model's Python tool; one ToolEngine per benchmark budget ---
+            ctx.tools = {"tools": "python", "max_turns": max_turns, "tool_timeout_s": tool_timeout,
+                         "max_total_tokens": max_total_tokens, "hint": TOOL_HINT}
         if overwrite:
             for spec in specs:
                 (out / samples_file(spec.name)).unlink(missing_ok=True)
@@ -346,7 +389,12 @@ def run_eval(
                 "top_p": sampling["top_p"], "max_new_tokens": sampling["max_new_tokens"], "seed": seed,
                 "batch_size": batch_size if sampling["temperature"] > 0 else None,
                 "data_sha256": source.get("sha256"),
+                **({} if ctx.tools is None else {"tools": ctx.tools}),
             }
+            if ctx.tools is not None:
+                ctx.engine = ToolEngine(ctx.engine.model, ctx.tokenizer, execute=sandbox.execute, max_turns=max_turns,
+                                        max_total_tokens=max_total_tokens or 4 * sampling["max_new_tokens"],
+                                        tool_timeout_s=tool_timeout, batch_size=batch_size)
             store = SampleStore(out / samples_file(spec.name), {"fingerprint": fingerprint(sample_cfg), "config": sample_cfg})
             records = _eval_benchmark(spec, rows, ctx, sampling, store, batch_size=batch_size, seed=seed, progress=progress)
             flat, details = _bench_results(spec, records, ks, sampling["n"])
@@ -356,7 +404,7 @@ def run_eval(
                 "spec": spec.path, "spec_sha256": spec.sha256, "description": spec.description,
                 "data": {**spec.data, **source}, "reference": spec.reference,
                 "prompt_template": spec.prompt["template"], "system": spec.prompt.get("system"), "chat": spec.prompt.get("chat", True),
-                "prompt_template_sha256": spec.template_sha256, "chat_template_sha256": chat_sha,
+                "prompt_template_sha256": spec.template_sha256, "chat_template_sha256": chat_sha, "tools": ctx.tools,
                 "num_fewshot": int(spec.prompt.get("shots", 0)), "grader": spec.grader,
                 "grader_deadline_s": float(spec.grader_deadline or DEFAULT_DEADLINES.get(spec.grader, 10.0)),
                 "sampling": sampling, "k": ks, "limit": limit, "limit_rule": LIMIT_RULE,

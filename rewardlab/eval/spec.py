@@ -23,6 +23,7 @@ import yaml
 from rewardlab import tasks
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout import format_prompt
+from rewardlab.rollout.multiturn import with_tool_hint
 from rewardlab.tasks import gsm8k_gold, last_boxed
 
 
@@ -241,9 +242,12 @@ def render_user_prompt(spec: BenchmarkSpec, row: EvalRow) -> str:
         raise RewardlabError(f"{spec.name}: prompt.template uses {e} which records do not have") from None
 
 
-def render_prompt(spec: BenchmarkSpec, row: EvalRow, tokenizer: Any | None) -> str:
-    """The exact text given to the engine (chat template applied when the spec asks and the tokenizer has one)."""
+def render_prompt(spec: BenchmarkSpec, row: EvalRow, tokenizer: Any | None, *, tools: bool = False) -> str:
+    """The exact text given to the engine (chat template applied when the spec asks and the tokenizer has one);
+    ``tools``: the user message ends with the tool hint (``rewardlab.rollout.multiturn.TOOL_HINT``)."""
     user = render_user_prompt(spec, row)
+    if tools:
+        user = with_tool_hint(user)
     if not spec.prompt.get("chat", True) or tokenizer is None or not getattr(tokenizer, "chat_template", None):
         return user
     messages = ([{"role": "system", "content": spec.prompt["system"]}] if spec.prompt.get("system") else [])

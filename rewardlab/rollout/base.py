@@ -11,7 +11,7 @@ from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from rewardlab.errors import RewardlabError
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "max_turns"]
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,22 @@ class Completion:
     text: str
     """Decoded completion with special tokens skipped."""
     finish_reason: FinishReason
-    """"stop" (EOS or a stop string) or "length" (max_new_tokens reached)."""
+    """"stop" (EOS or a stop string), "length" (a token budget reached) or, for tool rollouts,
+    "max_turns" (the last allowed tool call was run)."""
     logprobs: list[float] | None = None
     """log-prob of each token in token_ids under the sampling distribution (after
     temperature/top-k/top-p) — HF engine; vLLM reports its raw logprobs, see rollout/vllm.py.
-    Same length as ``token_ids``; None when the engine did not record them."""
+    Same length as ``token_ids``; None when the engine did not record them. Tool rollouts: 0.0 at
+    inserted (observation) tokens, which ``loss_mask`` marks."""
+    loss_mask: list[int] | None = None
+    """Tool rollouts (``rewardlab.rollout.multiturn``): 1 for each token the model sampled, 0 for
+    each inserted observation token; None = every token was sampled."""
+    answer_text: str | None = None
+    """Tool rollouts: the model's last turn (what a reward grades: never a tool's output); None = ``text``."""
+    turns: list[dict] | None = None
+    """Tool rollouts: the turns (``Trajectory.turns``: token spans, code, tool status, stdout)."""
+    tool_calls: int = 0
+    """Tool rollouts: how many tool calls were run."""
 
 
 @runtime_checkable

@@ -24,8 +24,11 @@ sampled, so its log-probs would not match the sampler's. Here a forward pass of
 (up to float rounding of the KV-cached decode), under the same temperature / top-k / top-p warpers
 (HF's own classes, as :class:`~rewardlab.rollout.hf.HFEngine` applies them).
 
-Trajectories are sampled one at a time with a KV cache (the observation is fed to the cache as one
-chunk). ``finish_reason``: ``"stop"`` (the model sampled EOS), ``"length"`` (``max_total_tokens``,
+Trajectories are sampled in batches, a turn at a time: each turn prefills every live trajectory's
+context (prompt + all its tokens so far, as ids, left-padded) once and decodes the rows in lockstep
+on a KV cache, rows leaving the batch as their turn ends; then the turn's tool calls run and their
+observations are appended. An empty block is a malformed call: it is not run, and its observation
+says so (status ``"malformed"``). ``finish_reason``: ``"stop"`` (the model sampled EOS), ``"length"`` (``max_total_tokens``,
 counted over sampled and inserted tokens, or ``sampling.max_new_tokens`` sampled tokens in one turn;
 an observation past the budget is cut at it), ``"max_turns"`` (the ``max_turns``-th tool call was run
 and its observation appended; generation stops there). A block left unclosed is not a tool call.
@@ -38,11 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rewardlab.errors import RewardlabError
-from rewardlab.rollout.base import SamplingParams
+from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.hf import _eos_ids, _inference_mode, _seeded, _warpers
 
-_BLOCK = re.compile(r"```python[ \t]*\n(.*?)\n?```", re.DOTALL)
-"""A closed python block: the opening fence (``python`` tag, end of line), the code, the closing fence."""
+_BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)\n?```", re.DOTALL)
+"""A closed python block: the opening fence (``python`` or ``py`` tag, end of line), the code, the closing fence."""
 
 
 @dataclass
@@ -63,10 +66,37 @@ class Trajectory:
     ``status`` ("ok", "error", "timeout", "output_limit", "memory", "sandbox_error", ...),
     ``sandbox_status``, ``stdout`` (truncated), ``truncated``, ``observation`` [start, end) span."""
     tool_calls: int = 0
-    finish_reason: str = "length"
-    """"stop" (EOS), "length" (token budget), "max_turns" (max_turns tool calls made)."""
+    finish_reason: str | None = None
+    """"stop" (EOS), "length" (a token budget), "max_turns" (max_turns tool calls made); None while sampling."""
     text: str = ""
-    """token_ids decoded with special tokens skipped (model text and observations), for rewards."""
+    """token_ids decoded with special tokens skipped (model text and observations)."""
+    answer: str = ""
+    """The model's last turn, decoded: what a reward grades (a tool's output never counts as the answer)."""
+
+    def completion(self) -> Completion:
+        """This trajectory as a :class:`~rewardlab.rollout.base.Completion` (what the trainer and the eval take)."""
+        return Completion(prompt_index=self.prompt_index, prompt_ids=self.prompt_ids, token_ids=self.token_ids,
+                          text=self.text, finish_reason=self.finish_reason or "length",
+                          logprobs=[0.0 if lp is None else lp for lp in self.logprobs], loss_mask=self.loss_mask,
+                          answer_text=self.answer, turns=self.turns, tool_calls=self.tool_calls)
+
+
+TOOL_HINT = ("You can run Python: write code in a ```python block that prints what you need, and its output "
+             "will be shown to you. Give your final answer after the output.")
+"""Appended (``--tools python``, train and eval) to the last user message of a prompt that does not already
+say how to call the tool."""
+
+
+def with_tool_hint(prompt: str | list[dict]) -> str | list[dict]:
+    """``prompt`` with :data:`TOOL_HINT` at the end of its last user message, unless it mentions ```python already."""
+    msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    if any("```python" in str(m.get("content", "")) for m in msgs):
+        return prompt
+    last = max((i for i, m in enumerate(msgs) if m.get("role") == "user"), default=None)
+    if last is None:
+        return prompt
+    msgs[last]["content"] = f"{msgs[last]['content']}\n{TOOL_HINT}"
+    return msgs[0]["content"] if isinstance(prompt, str) else msgs
 
 
 def extract_code(text: str) -> str | None:
@@ -108,123 +138,211 @@ def run_tool(execute: Callable[..., Any], code: str, timeout: float, max_output_
 
 def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
                        execute: Callable[..., Any] | None = None, max_turns: int = 3, max_total_tokens: int = 256,
-                       tool_timeout_s: float = 2.0, max_output_chars: int = 500) -> list[Trajectory]:
+                       max_model_tokens: int | None = None, tool_timeout_s: float = 2.0,
+                       max_output_chars: int = 500, batch_size: int = 64) -> list[Trajectory]:
     """``len(prompts) * n`` trajectories, prompt-major (``out[i * n + j]`` is sample j of prompt i).
 
     ``sampling``: temperature / top-k / top-p / seed as for the engines; ``max_new_tokens`` caps the
-    tokens sampled in one turn; ``stop`` strings are not used. ``execute`` runs the code (the
-    sandbox's :func:`rewardlab.sandbox.execute`; never model code in this process).
+    tokens sampled in one turn; ``stop`` strings are not used. ``max_model_tokens`` caps the sampled
+    tokens of a whole trajectory (None: only ``max_total_tokens``, which counts observations too).
+    ``execute`` runs the code (the sandbox's :func:`rewardlab.sandbox.execute`; never model code in
+    this process). ``batch_size``: trajectories decoded together in one turn.
     """
     if execute is None:
         raise RewardlabError("rollout_with_tools needs execute= (e.g. rewardlab.sandbox.execute): tool code "
                              "runs in the sandbox, which the rollout package does not import itself")
-    if n < 1 or max_turns < 1 or max_total_tokens < 1:
-        raise RewardlabError(f"n, max_turns and max_total_tokens must be >= 1, got {n}, {max_turns}, {max_total_tokens}")
+    if n < 1 or max_turns < 1 or max_total_tokens < 1 or batch_size < 1:
+        raise RewardlabError(f"n, max_turns, max_total_tokens and batch_size must be >= 1, "
+                             f"got {n}, {max_turns}, {max_total_tokens}, {batch_size}")
     device = next(model.parameters()).device
-    eos = set(_eos_ids(model, tokenizer))
-    warpers = _warpers(sampling)
-    greedy = sampling.temperature <= 0
+    limits = _Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, max_turns,
+                     tool_timeout_s, max_output_chars)
     bos = tokenizer.bos_token
     encoded = [tokenizer(p, add_special_tokens=not (bos and p.startswith(bos)))["input_ids"] for p in prompts]
-    out: list[Trajectory] = []
+    trajs = [Trajectory(i, list(pids)) for i, pids in enumerate(encoded) for _ in range(n)]
+    live = list(trajs)
     with _inference_mode(model), _seeded(sampling.seed, device):
-        for i, pids in enumerate(encoded):
-            for _ in range(n):
-                out.append(_one(model, tokenizer, i, list(pids), sampling, warpers, greedy, eos, device, execute,
-                                max_turns, max_total_tokens, tool_timeout_s, max_output_chars))
-    return out
+        import torch  # lazy: see the module docstring
+
+        base = int(torch.randint(0, 2**62, (1,)))  # from the seed (or the global stream when seed is None)
+        # one random stream per trajectory: its tokens do not depend on how the trajectories are batched
+        rngs = {id(t): torch.Generator(device=device).manual_seed((base + 1_000_003 * k) % 2**63)
+                for k, t in enumerate(trajs)}
+        while live:  # one model turn for every live trajectory, then their tool calls
+            for k in range(0, len(live), batch_size):
+                _turn(model, tokenizer, live[k : k + batch_size], sampling, limits, device, rngs)
+            for t in live:
+                if t.turns[-1]["code"] is not None:
+                    _call_tool(tokenizer, t, execute, limits)
+            live = [t for t in live if t.finish_reason is None]
+    for t in trajs:
+        t.text = tokenizer.decode(t.token_ids, skip_special_tokens=True)
+        a, b = t.turns[-1]["sampled"]
+        t.answer = tokenizer.decode(t.token_ids[a:b], skip_special_tokens=True)
+    return trajs
 
 
-def _one(model, tok, index, prompt_ids, sampling, warpers, greedy, eos, device, execute, max_turns, budget,
-         timeout, max_chars) -> Trajectory:
+@dataclass
+class ToolEngine:
+    """A rollout engine whose completions are tool-using trajectories: :func:`rollout_with_tools` behind
+    the engine interface (``generate(prompts, n, sampling) -> list[Completion]``, ``load_weights``).
+
+    It samples from the live ``model`` (as the HF engine does), so ``load_weights`` has nothing to copy.
+    ``sampling.max_new_tokens`` caps one turn *and* the model's tokens over the whole trajectory;
+    ``max_total_tokens`` also counts the observations."""
+
+    model: Any
+    tokenizer: Any
+    execute: Callable[..., Any]
+    max_turns: int = 3
+    max_total_tokens: int = 512
+    tool_timeout_s: float = 2.0
+    max_output_chars: int = 500
+    batch_size: int = 64
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
+        trajs = rollout_with_tools(self.model, self.tokenizer, prompts, n, sampling, execute=self.execute,
+                                   max_turns=self.max_turns, max_total_tokens=self.max_total_tokens,
+                                   max_model_tokens=sampling.max_new_tokens, tool_timeout_s=self.tool_timeout_s,
+                                   max_output_chars=self.max_output_chars, batch_size=self.batch_size)
+        return [t.completion() for t in trajs]
+
+    def load_weights(self, model: Any) -> None:
+        self.model = model
+
+
+@dataclass(frozen=True)
+class _Limits:
+    turn: int  # sampled tokens per turn
+    total: int  # sampled + inserted tokens per trajectory
+    model: int  # sampled tokens per trajectory
+    turns: int  # tool calls per trajectory
+    timeout: float
+    chars: int
+
+
+def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, device,
+          rngs: dict[int, Any]) -> None:
+    """Sample one model turn for every trajectory of ``chunk``, decoded together.
+
+    The context (prompt + every token so far, as ids) is prefilled once, left-padded, with position
+    ids counting real tokens; then rows decode in lockstep on a KV cache, each until EOS, a closed
+    python block, or a budget, and rows that ended leave the batch. Sets each trajectory's new turn
+    (and ``finish_reason`` when it ended for good)."""
     import torch  # lazy: see the module docstring
 
-    traj = Trajectory(index, prompt_ids)
-    ids, mask, lps = traj.token_ids, traj.loss_mask, traj.logprobs
-    cache = None
-    pending = list(prompt_ids)  # tokens not yet fed to the model
-    seen = list(prompt_ids)  # what the warpers may read (they read scores only, but take input_ids)
-    finish = None
-    while finish is None:
-        start = len(ids)
-        turn: dict = {"sampled": None, "code": None, "status": None, "observation": None}
-        called = False
-        while True:
-            if len(ids) >= budget:
-                finish = "length"
-                break
-            if len(ids) - start >= sampling.max_new_tokens:
-                finish = "length"
-                break
-            logits, cache = _feed(model, pending, cache, device)
-            pending = []
-            scores = logits.float()[None, :]  # (1, V)
-            if greedy:
-                token = int(scores.argmax(-1))
-            else:
-                seq = torch.tensor([seen], device=device)
-                for w in warpers:
-                    scores = w(seq, scores)
-                token = int(torch.multinomial(torch.softmax(scores, dim=-1), 1))
-            lp = float(scores[0, token] - torch.logsumexp(scores[0], dim=-1))
-            ids.append(token)
-            mask.append(1)
-            lps.append(lp)
-            seen.append(token)
-            pending = [token]
-            if token in eos:
-                finish = "stop"
-                break
-            code = extract_code(tok.decode(ids[start:], skip_special_tokens=True))
-            if code is not None:
-                turn["code"] = code
-                called = True
-                break
-        turn["sampled"] = [start, len(ids)]
-        if called:
-            traj.tool_calls += 1
-            res = run_tool(execute, turn["code"], timeout, max_chars)
-            turn.update(res)
-            obs_ids = tok.encode(observation(res["status"], res["stdout"], res["error"], res["truncated"]),
-                                 add_special_tokens=False)
-            obs_ids = obs_ids[: max(0, budget - len(ids))]
-            o0 = len(ids)
-            ids.extend(obs_ids)
-            mask.extend([0] * len(obs_ids))
-            lps.extend([None] * len(obs_ids))
-            seen.extend(obs_ids)
-            pending = pending + obs_ids
-            turn["observation"] = [o0, len(ids)]
-            if traj.tool_calls >= max_turns:
-                finish = "max_turns"
-            elif len(ids) >= budget:
-                finish = "length"
-        traj.turns.append(turn)
-    traj.finish_reason = finish
-    traj.text = tok.decode(ids, skip_special_tokens=True)
-    return traj
+    from rewardlab.rollout.hf import _forward_kwargs, _output_cache, _preallocate
+
+    eos = set(_eos_ids(model, tok))
+    greedy = sampling.temperature <= 0  # greedy: the argmax of the raw logits, its log-prob under them
+    warpers = [] if greedy else _warpers(sampling)
+    starts = [len(t.token_ids) for t in chunk]
+    caps = [min(lim.turn, lim.total - len(t.token_ids), lim.model - sum(t.loss_mask)) for t in chunk]  # tokens this turn
+    rows = [i for i, c in enumerate(caps) if c > 0]
+    for i, t in enumerate(chunk):
+        t.turns.append({"sampled": [starts[i], starts[i]], "code": None, "status": None, "observation": None})
+        if caps[i] <= 0:
+            t.finish_reason = "length"
+    if not rows:
+        return
+    ctx = [chunk[i].prompt_ids + chunk[i].token_ids for i in rows]
+    slot: dict[tuple[int, ...], int] = {}  # rows with the same context (a group's first turn) share one prefill
+    for c in ctx:
+        slot.setdefault(tuple(c), len(slot))
+    same = torch.tensor([slot[tuple(c)] for c in ctx], device=device)  # (A,) row -> its distinct context
+    ctx = [list(c) for c in slot]
+    L = max(len(c) for c in ctx)
+    pad = int(tok.pad_token_id if tok.pad_token_id is not None else 0)
+    ids = torch.full((len(ctx), L), pad, dtype=torch.long)  # (U, L) left-padded distinct contexts
+    mask = torch.zeros((len(ctx), L), dtype=torch.long)  # (U, L)
+    for r, c in enumerate(ctx):
+        ids[r, L - len(c):] = torch.tensor(c)
+        mask[r, L - len(c):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (U, L)
+    key, prefill_kw = _forward_kwargs(model)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **prefill_kw)
+    cache = _output_cache(out)
+    logits = out.logits[:, -1, :].float()[same]  # (A, V)
+    del out
+    T = max(caps[i] for i in rows)
+    if not _preallocate(cache, same, T):  # (U, ...) -> (A, ...): every row gets its context's keys / values
+        cache.reorder_cache(same)
+    ids, mask, pos = ids[same], mask[same], pos[same]  # (A, L)
+    can_drop = hasattr(cache, "batch_select_indices")
+    next_pos = pos[:, -1] + 1  # (A,)
+    active = list(rows)  # batch row -> chunk index
+    dummy = ids[:, -1:]  # warpers take input_ids but read the scores only
+    while True:
+        scores = logits  # (A, V)
+        if greedy:
+            token = scores.argmax(-1)  # (A,)
+        else:
+            for w in warpers:
+                scores = w(dummy[: scores.shape[0]], scores)
+            probs = torch.softmax(scores, dim=-1)  # (A, V)
+            q = torch.stack([torch.empty_like(probs[0]).exponential_(1, generator=rngs[id(chunk[i])]) for i in active])
+            token = (probs / q).argmax(-1)  # (A,) a multinomial draw (exponential race), one stream per row
+        lp = (scores.gather(-1, token[:, None]).squeeze(-1) - torch.logsumexp(scores, dim=-1)).tolist()  # (A,)
+        keep = []
+        for r, (i, tid) in enumerate(zip(active, token.tolist())):
+            t = chunk[i]
+            t.token_ids.append(tid)
+            t.loss_mask.append(1)
+            t.logprobs.append(lp[r])
+            turn = t.turns[-1]
+            turn["sampled"][1] = len(t.token_ids)
+            if tid in eos:
+                t.finish_reason = "stop"
+                continue
+            if "`" in tok.decode([tid]):  # a closing fence needs a backtick in the token that completes it
+                code = extract_code(tok.decode(t.token_ids[starts[i]:], skip_special_tokens=True))
+                if code is not None:
+                    turn["code"] = code
+                    continue
+            if len(t.token_ids) - starts[i] >= caps[i]:
+                t.finish_reason = "length"
+                continue
+            keep.append(r)
+        if not keep:
+            break
+        if len(keep) < len(active):
+            if not can_drop:  # a cache without row selection: keep every row, ignore the ended ones
+                raise RewardlabError("multi-turn rollouts need a KV cache with batch_select_indices")
+            sel = torch.tensor(keep, device=device)
+            cache.batch_select_indices(sel)
+            mask, next_pos, token = mask[sel], next_pos[sel], token[sel]
+            active = [active[r] for r in keep]
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None], use_cache=True,
+                    **{key: cache})
+        logits = out.logits[:, -1, :].float()  # (A, V)
+        del out
+        next_pos = next_pos + 1
 
 
-def _feed(model, tokens: list[int], cache, device):
-    """Run ``tokens`` through the model after ``cache`` (None: from scratch); (last logits (V,), cache)."""
-    import torch  # lazy: see the module docstring
+def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) -> None:
+    """Run the last turn's code in the sandbox and append its observation (loss mask 0)."""
+    turn = t.turns[-1]
+    t.tool_calls += 1
+    if not turn["code"].strip():  # a malformed call: nothing to run; the observation says so
+        res = {"status": "malformed", "sandbox_status": None, "stdout": "", "truncated": False,
+               "error": "empty code block"}
+    else:
+        res = run_tool(execute, turn["code"], lim.timeout, lim.chars)
+    turn.update(res)
+    obs_ids = tok.encode(observation(res["status"], res["stdout"], res["error"], res["truncated"]),
+                         add_special_tokens=False)
+    obs_ids = obs_ids[: max(0, lim.total - len(t.token_ids))]
+    o0 = len(t.token_ids)
+    t.token_ids.extend(obs_ids)
+    t.loss_mask.extend([0] * len(obs_ids))
+    t.logprobs.extend([None] * len(obs_ids))
+    turn["observation"] = [o0, len(t.token_ids)]
+    if t.tool_calls >= lim.turns:
+        t.finish_reason = "max_turns"
+    elif len(t.token_ids) >= lim.total or sum(t.loss_mask) >= lim.model:
+        t.finish_reason = "length"
 
-    kw = {_cache_key(model): cache} if cache is not None else {}
-    out = model(input_ids=torch.tensor([tokens], device=device), use_cache=True, **kw)
-    new = getattr(out, "cache", None)
-    if new is None:
-        new = getattr(out, "past_key_values", None)
-    if new is None:
-        raise RewardlabError("multi-turn rollouts need the model to return a KV cache")
-    return out.logits[0, -1, :], new
 
-
-def _cache_key(model) -> str:
-    """The forward's KV-cache argument: ``cache`` (transformers 5) or ``past_key_values``."""
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
-__all__ = ["Trajectory", "extract_code", "observation", "rollout_with_tools", "run_tool"]
+__all__ = ["TOOL_HINT", "ToolEngine", "Trajectory", "with_tool_hint", "extract_code", "observation", "rollout_with_tools", "run_tool"]

@@ -98,6 +98,18 @@ class _Settings:
     """vLLM engine: share of the GPU's memory it may take for weights + KV cache (the trainer keeps the rest)."""
     vllm_sleep_mode: bool = False
     """vLLM engine (GPU only): free its KV cache and offload its weights between rollouts."""
+    tools: str = "none"
+    """Tool use: none, or python (multi-turn: the model may write ```python blocks; each runs in the sandbox and
+    its output is inserted, loss-masked; the reward grades the model's last turn). HF engine."""
+    max_turns: int = 3
+    """--tools: most tool calls per trajectory (it ends after the last one's output)."""
+    max_total_tokens: int = 0
+    """--tools: most tokens per trajectory, observations included (0 = 4 x max_new_tokens); --max-new-tokens caps
+    the model's own tokens, in one turn and in all."""
+    tool_timeout: float = 2.0
+    """--tools: seconds one tool call may run in the sandbox."""
+    tool_output_chars: int = 500
+    """--tools: most characters of a tool's output inserted (the rest is cut, and the observation says so)."""
 
     # --- optimisation ---
     lr: float = 1e-4
@@ -321,6 +333,15 @@ def build_config(yaml_path: str | None = None, overrides: dict[str, Any] | None 
     return cfg
 
 
+TOOLS = ("none", "python")
+"""``--tools`` choices."""
+
+
+def total_token_budget(cfg: TrainConfig) -> int:
+    """``--tools``: the most tokens of a trajectory, observations included."""
+    return cfg.max_total_tokens or 4 * cfg.max_new_tokens
+
+
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value is not None and value not in allowed:
         raise RewardlabError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
@@ -330,6 +351,13 @@ def validate(cfg: TrainConfig) -> None:
     """Reject settings that cannot work, with a message that says what to change."""
     _choice("algo", cfg.algo, ALGOS)
     _choice("rollout", cfg.rollout, ("hf", "vllm"))
+    _choice("tools", cfg.tools, TOOLS)
+    if cfg.tools != "none" and cfg.rollout != "hf":
+        raise RewardlabError("--tools python runs on the HF engine (--rollout hf); multi-turn vLLM rollouts are not built yet")
+    if cfg.max_turns < 1 or cfg.max_total_tokens < 0 or cfg.tool_output_chars < 1 or not cfg.tool_timeout > 0:
+        raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens >= 0, --tool-timeout > 0")
+    if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
+        raise RewardlabError(f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
     _choice("dtype", cfg.dtype, ("auto", "float32", "bfloat16", "float16"))
     positive = ("steps", "prompts_per_step", "group_size", "epochs", "micro_batch_size", "max_new_tokens",
                 "rollout_batch_size", "max_gen_batches", "save_every")

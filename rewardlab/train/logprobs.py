@@ -116,7 +116,9 @@ def pad_batch(samples: list[Any], pad_id: int, device: Any) -> dict[str, Any]:
 
     Returns ``input_ids``/``attention_mask``/``position_ids`` (B, P+R), ``response_ids`` and
     ``response_mask`` (B, R). Position ids count real tokens only, as HF ``generate`` does with
-    left padding, so training log-probs match the sampling distribution.
+    left padding, so training log-probs match the sampling distribution. ``response_mask`` is the
+    loss mask: 1 at the tokens the model sampled, 0 at padding and at the observation tokens a tool
+    rollout inserted (a sample's ``loss_mask``), which the model attends to but is not trained on.
     """
     P = max(len(s.prompt_ids) for s in samples)
     R = max(1, max(len(s.token_ids) for s in samples))
@@ -131,12 +133,16 @@ def pad_batch(samples: list[Any], pad_id: int, device: Any) -> dict[str, Any]:
             ids[i, P : P + r] = torch.tensor(s.token_ids)
             attn[i, P : P + r] = 1
     pos = (attn.cumsum(-1) - 1).clamp(min=0)  # (B, P+R)
+    loss_mask = attn[:, P:].float()  # (B, R)
+    for i, s in enumerate(samples):
+        if getattr(s, "loss_mask", None) is not None:
+            loss_mask[i, : len(s.loss_mask)] = torch.tensor(s.loss_mask, dtype=torch.float32)
     return {
         "input_ids": ids.to(device),
         "attention_mask": attn.to(device),
         "position_ids": pos.to(device),
         "response_ids": ids[:, P:].to(device),  # (B, R)
-        "response_mask": attn[:, P:].float().to(device),  # (B, R)
+        "response_mask": loss_mask.to(device),  # (B, R)
         "R": R,
     }
 

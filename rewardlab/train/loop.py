@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
-from rewardlab import algos, models, tasks
+from rewardlab import algos, models, sandbox, tasks
 from rewardlab.algos import advantages, extras
 from rewardlab.errors import RewardlabError
 from rewardlab.locks import FolderLock
@@ -50,14 +50,15 @@ from rewardlab.plots import plot_run
 from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm, score_batch
 from rewardlab.rollout import Collectives, SamplingParams, format_prompt, make_engine
+from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
 from rewardlab.train import distributed
 from rewardlab.train.checkpoint import (checkpoint_bytes, clean_partial, latest_checkpoint, load_trainer_state, load_weights, rng_state,
                                         save_checkpoint, set_rng_state)
 from rewardlab.train.config import (TrainConfig, check_model, derive, describe_diff, resolve_algo,
-                                    resolve_device, save_yaml, settings_diff, to_dict)
+                                    resolve_device, save_yaml, settings_diff, to_dict, total_token_budget)
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
 from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters
-from rewardlab.train.metrics import gen_metrics, peak_rss_mb, step_metrics
+from rewardlab.train.metrics import gen_metrics, peak_rss_mb, step_metrics, tool_metrics
 from rewardlab.train.runtime import (Batch, Interrupted, PromptStream, Run, Sample, StopFlag, build_reward, logprobs_of,
                                      oom, oom_error, rank_rng, rollout_rows, run_dir_of, seed_everything, set_threads)
 from rewardlab.train.update import update_policy
@@ -248,6 +249,10 @@ def load(run: Run, threads: int | None) -> None:
                          world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
                          full_state_dict=full_state_dict_for_engine(run), on_destroy=distributed.on_destroy)}
     run.engine = make_engine(cfg.rollout, run.model, run.tok, **engine_kw)
+    if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
+        run.engine = ToolEngine(run.model, run.tok, execute=sandbox.execute, max_turns=cfg.max_turns,
+                                max_total_tokens=total_token_budget(cfg), tool_timeout_s=cfg.tool_timeout,
+                                max_output_chars=cfg.tool_output_chars, batch_size=cfg.rollout_batch_size)
     run.say(f"  peak memory after loading   {peak_rss_mb():.0f} MiB RSS (memory/peak_rss_mb in every metrics row)")
     run.stream = PromptStream(len(run.rows), cfg.seed)
     if state is not None:
@@ -395,7 +400,7 @@ def greedy_baselines(run: Run, mine: list[tuple[int, int]], prompt_texts: list[s
 
 
 def render(run: Run, row: Any) -> str:
-    prompt = row.prompt
+    prompt = with_tool_hint(row.prompt) if run.cfg.tools != "none" else row.prompt
     if run.cfg.system_prompt:
         msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
         prompt = [{"role": "system", "content": run.cfg.system_prompt}] + msgs
@@ -408,7 +413,8 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
     t0 = time.perf_counter()
     rows = [run.rows[mine[c.prompt_index][0]] for c in outs]
     metas = [{k: v for k, v in (row.meta or {}).items() if k != "reward"} for row in rows]
-    results = score_batch(run.reward_fn, [c.text for c in outs], [row.reference for row in rows], metas,
+    graded = [c.text if c.answer_text is None else c.answer_text for c in outs]  # tools: the model's last turn
+    results = score_batch(run.reward_fn, graded, [row.reference for row in rows], metas,
                           deadline=cfg.reward_deadline, workers=cfg.reward_workers)
     local: list[Sample] = []
     for c, row, res in zip(outs, rows, results):
@@ -417,13 +423,14 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
             group=mine[c.prompt_index][1], row=row, prompt_text=prompt_texts[c.prompt_index],
             prompt_ids=list(c.prompt_ids), token_ids=list(c.token_ids), text=c.text, finish_reason=c.finish_reason,
             score=float(res.score or 0.0), task_score=comps.get(run.main_reward, res.score), components=comps,
-            info=res.info, gen_round=batch.gen_round, rollout_logprobs=logprobs_of(c),
+            info=res.info, gen_round=batch.gen_round, rollout_logprobs=logprobs_of(c), loss_mask=c.loss_mask,
+            turns=c.turns, tool_calls=c.tool_calls, answer=c.answer_text,
         ))
     scored = [s for part in distributed.gather_objects(local) for s in part]  # every rank: all
-    batch.generated_tokens += sum(len(s.token_ids) for s in scored)
+    batch.generated_tokens += sum(s.model_tokens for s in scored)
     if algo.overlong and algo.overlong_factor > 0:  # --- DAPO: soft overlong punishment, added to the reward ---
         for s in scored:
-            s.overlong = overlong_penalty(len(s.token_ids), cfg.max_new_tokens, algo.overlong_cache,
+            s.overlong = overlong_penalty(s.model_tokens, cfg.max_new_tokens, algo.overlong_cache,
                                           algo.overlong_factor)
             s.score += s.overlong
     batch.timings["time/reward"] += time.perf_counter() - t0
@@ -459,6 +466,9 @@ def set_advantages(run: Run, kept: list[Sample]) -> None:
     # --- advantage estimators (RLOO, REINFORCE++, OPO, pass@k, ReMax, GPG, GAE): per token, as verl ---
     lengths = torch.tensor([len(s.token_ids) for s in kept])  # (N,)
     mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).to(torch.float64)  # (N, R)
+    for i, s in enumerate(kept):  # tool rollouts: observation tokens are not the model's (reward at its last token)
+        if s.loss_mask is not None:
+            mask[i, : len(s.loss_mask)] = torch.tensor(s.loss_mask, dtype=torch.float64)
     token_rewards = advantages.outcome_token_rewards(scores, mask)  # (N, R)
     fn = advantages.ESTIMATORS[algo.advantage]
     if algo.advantage == "gae":  # --- PPO: the critic's values before the update, then GAE ---
@@ -501,7 +511,7 @@ def log_skipped(run: Run, step: int, batch: Batch, t_step: float) -> None:
     reason = (f"no group had reward variance in {batch.gen_round} generation round(s) of {cfg.prompts_per_step} "
               f"prompts (--max-gen-batches {cfg.max_gen_batches}); no update this step")
     run.log.message(f"step {step}: skipped: {reason}")
-    run.log.log(step, {**gen_metrics(run, batch), "skip_reason": reason, "lr": run.scheduler.get_last_lr()[0],
+    run.log.log(step, {**gen_metrics(run, batch), **tool_metrics(batch.generated), "skip_reason": reason, "lr": run.scheduler.get_last_lr()[0],
                        **batch.timings, "time/step": time.perf_counter() - t_step})
 
 

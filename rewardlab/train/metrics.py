@@ -18,7 +18,7 @@ from rewardlab.train.update import Update
 def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step: float) -> dict[str, Any]:
     """One metrics.jsonl row (names are API: docs/algorithms.md)."""
     kept = batch.kept
-    lengths = [len(s.token_ids) for s in kept]
+    lengths = [s.model_tokens for s in kept]  # the model's own tokens (tool observations excluded)
     scores = [s.score for s in kept]
     mean_r = mean_or_none(scores) or 0.0
     metrics: dict[str, Any] = {
@@ -30,6 +30,7 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
                                                         if s.components.get(name) is not None])
     metrics.update(reward_status_counts(batch.generated, run.main_reward))
     metrics.update(gen_metrics(run, batch))
+    metrics.update(tool_metrics(batch.generated))
     metrics.update({
         "response_len/mean": mean_or_none([float(x) for x in lengths]),
         "response_len/min": min(lengths),
@@ -89,6 +90,25 @@ def reward_status_counts(samples: list[Sample], main_reward: str) -> dict[str, i
     return dict(sorted(counts.items()))
 
 
+def tool_metrics(samples: list[Sample]) -> dict[str, Any]:
+    """``tools/*`` over every generated tool rollout ({} without --tools): how often and how well the tool was used."""
+    trajs = [s for s in samples if s.turns is not None]
+    if not trajs:
+        return {}
+    calls = [t for s in trajs for t in s.turns if t.get("code") is not None]
+    out: dict[str, Any] = {
+        "tools/calls_mean": sum(s.tool_calls for s in trajs) / len(trajs),
+        "tools/use_rate": sum(s.tool_calls > 0 for s in trajs) / len(trajs),
+        "tools/ok_rate": (sum(t["status"] == "ok" for t in calls) / len(calls)) if calls else None,
+        "tools/turns_mean": sum(len(s.turns) for s in trajs) / len(trajs),
+        "tools/max_turns_rate": sum(s.finish_reason == "max_turns" for s in trajs) / len(trajs),
+        "tools/observation_tokens_mean": sum(len(s.token_ids) - s.model_tokens for s in trajs) / len(trajs),
+    }
+    for status in sorted({str(t["status"]) for t in calls} - {"ok"}):
+        out[f"tools/status/{status}"] = sum(str(t["status"]) == status for t in calls)
+    return out
+
+
 def gen_metrics(run: Run, batch: Batch) -> dict[str, Any]:
     """What generation cost this step (it differs from a plain step only under dynamic sampling)."""
     return {
@@ -102,4 +122,4 @@ def gen_metrics(run: Run, batch: Batch) -> dict[str, Any]:
     }
 
 
-__all__ = ["gen_metrics", "peak_rss_mb", "reward_status_counts", "step_metrics"]
+__all__ = ["gen_metrics", "tool_metrics", "peak_rss_mb", "reward_status_counts", "step_metrics"]

@@ -123,10 +123,22 @@ class Sample:
     """Best-of-group option: this is its group's unique best completion (its NLL joins the loss)."""
     group_mean: float = 0.0
     """The mean reward of the sample's group (the value_group_coef option's target)."""
+    loss_mask: list[int] | None = None
+    """Tool rollouts: 1 at each token the model sampled, 0 at inserted observation tokens (None: all sampled)."""
+    turns: list[dict] | None = None
+    """Tool rollouts: the trajectory's turns (token spans, code, tool status; ``rewardlab.rollout.multiturn``)."""
+    tool_calls: int = 0
+    answer: str | None = None
+    """Tool rollouts: the model's last turn, the text the reward graded (None: ``text``)."""
     rollout_logprobs: list[float] | None = None
     """The rollout engine's log-prob of each token in ``token_ids`` under the distribution it sampled
     from. Logged against the trainer's own log-probs (``rollout/*`` metrics); rollout correction
     weights the loss by their ratio, and bypass mode uses them as old log-probs."""
+
+    @property
+    def model_tokens(self) -> int:
+        """Tokens the model sampled (a tool rollout's observations excluded): what lengths and budgets count."""
+        return len(self.token_ids) if self.loss_mask is None else sum(self.loss_mask)
 
 
 
@@ -355,9 +367,25 @@ def rollout_rows(step: int, samples: list[Sample], kept: list[Sample]) -> list[d
             "reward": s.score, "components": s.components, "overlong_penalty": s.overlong,
             "advantage": _mean_advantage(s.advantage) if id(s) in kept_ids else None, "kept": id(s) in kept_ids,
             "finish_reason": s.finish_reason, "length": len(s.token_ids), "info": s.info,
+            **({} if s.turns is None else {"answer": s.answer, "model_tokens": s.model_tokens,
+                                           "tool_calls": s.tool_calls, "turns": turn_rows(s)}),
         }
         for s in samples
     ]
+
+
+def turn_rows(s: Sample) -> list[dict[str, Any]]:
+    """A tool rollout's turns for rollouts.jsonl: each model turn's sampled token ids, then its tool call
+    (code, status, the observation's inserted token ids)."""
+    out: list[dict[str, Any]] = []
+    for turn in s.turns or []:
+        a, b = turn["sampled"]
+        out.append({"role": "model", "token_ids": s.token_ids[a:b]})
+        if turn.get("observation") is not None:
+            o0, o1 = turn["observation"]
+            out.append({"role": "tool", "code": turn["code"], "status": turn["status"],
+                        "truncated": turn.get("truncated", False), "token_ids": s.token_ids[o0:o1]})
+    return out
 
 
 def _jsonable(x: Any) -> Any:

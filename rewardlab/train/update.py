@@ -76,7 +76,7 @@ def update_policy(run: Run, batch: Batch) -> Update:
             for mi, mb in enumerate(minis):
                 num_tokens, num_seqs = step_denominators(run, mb, mi, corrected)
                 select = cov_selection(run, mb, mi, old_lp if epoch == 0 and mi == 0 else None, corrected)
-                bog_tokens = max(1, sum(len(s.token_ids) for s in mb if s.bog))  # the step's best-of-group tokens
+                bog_tokens = max(1, sum(s.model_tokens for s in mb if s.bog))  # the step's best-of-group tokens
                 for ui in range(0, len(mb), sizes.micro_batch_size):
                     m = micro_step(run, mb[ui : ui + sizes.micro_batch_size], (mi, ui), epoch, old_lp, ref_lp,
                                    frozen_h, num_tokens, num_seqs, update, corrected.get((mi, ui)),
@@ -273,8 +273,8 @@ def step_denominators(run: Run, mb: list[Sample], mi: int = 0,
     """The whole optimizer step's response tokens and sequences, across micro-batches and ranks
     (tokens a rollout-correction rejection removed do not count)."""
     trained = [s for s in mb if not (run.algo.overlong_filter and s.finish_reason == "length")]
-    n_tok = sum(len(s.token_ids) for s in trained)
-    n_seq = sum(1 for s in trained if s.token_ids)
+    n_tok = sum(s.model_tokens for s in trained)
+    n_seq = sum(1 for s in trained if s.model_tokens)
     if corrected:
         size = run.sizes.micro_batch_size
         masks = []
