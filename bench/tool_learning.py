@@ -1,8 +1,8 @@
 """Does tool use get learned? ``rewardlab train --tools python`` on the built-in ``bigmul`` task with
 the embedded SmolLM2-135M-Instruct, on CPU, with the learning controls.
 
-    python bench/tool_learning.py --seeds 0,1,2                       # normal runs, 3 seeds
-    python bench/tool_learning.py --seeds 0 --modes flipped,coin      # the controls
+    python bench/tool_learning.py --seeds 0,1,2 --modes normal,flipped,coin --control-seeds 0
+    python bench/tool_learning.py --seeds 0 --modes normal            # one run, about 10 minutes
 
 ``bigmul`` asks for a 4-5 digit product ("What is 51494 * 56125?"), with one worked example of a
 tool call in the prompt; the answer is graded (math reward) on the model's last turn only, so the
@@ -110,7 +110,8 @@ def one_run(args: argparse.Namespace, seed: int, mode: str, root: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--modes", default="normal", help="comma-separated: normal, flipped, coin")
+    ap.add_argument("--modes", default="normal,flipped,coin", help="comma-separated: normal, flipped, coin")
+    ap.add_argument("--control-seeds", default="0", help="seeds of the flipped and coin runs")
     ap.add_argument("--algo", default="grpo")
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--prompts", type=int, default=4)
@@ -125,7 +126,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes.split(","):
-            for seed in seeds:
+            for seed in (seeds if mode == "normal" else [int(x) for x in args.control_seeds.split(",")]):
                 rows.append(one_run(args, seed, mode, Path(tmp)))
     for mode in dict.fromkeys(r["mode"] for r in rows):
         rs = [r for r in rows if r["mode"] == mode]

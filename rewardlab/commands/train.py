@@ -30,7 +30,9 @@ def _epilog() -> str:
     defaults = TrainConfig()
     lines = ["\b", "All settings (--key value, or key: value in --config YAML):"]
     for name, doc in field_docs().items():
-        lines.append(f"  --{name.replace('_', '-'):<24} {doc} [default: {getattr(defaults, name)}]")
+        default = getattr(defaults, name)
+        shown = repr(default) if isinstance(default, str) and "\n" in default else default  # one line
+        lines.append(f"  --{name.replace('_', '-'):<24} {doc} [default: {shown}]")
     return "\n".join(lines)
 
 

@@ -151,12 +151,88 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
     if execute is None:
         raise RewardlabError("rollout_with_tools needs execute= (e.g. rewardlab.sandbox.execute): tool code "
                              "runs in the sandbox, which the rollout package does not import itself")
-    if n < 1 or max_turns < 1 or max_total_tokens < 1 or batch_size < 1:
-        raise RewardlabError(f"n, max_turns, max_total_tokens and batch_size must be >= 1, "
-                             f"got {n}, {max_turns}, {max_total_tokens}, {batch_size}")
-    device = next(model.parameters()).device
+    if max_turns < 1:
+        raise RewardlabError(f"max_turns must be >= 1, got {max_turns}")
     limits = _Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, max_turns,
                      tool_timeout_s, max_output_chars)
+
+    def tool_calls(live: list[Trajectory]) -> None:
+        for t in live:
+            if t.turns[-1]["code"] is not None:
+                _call_tool(tokenizer, t, execute, limits)
+
+    return _multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, tool_calls, tools=True)
+
+
+def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
+                          critic: Callable[[list[int], list[str]], list[str]], max_total_tokens: int = 256,
+                          max_model_tokens: int | None = None, batch_size: int = 64) -> list[Trajectory]:
+    """Two attempts with feedback between them (the "dual-agent" loop): the model answers; ``critic(prompt
+    indices, answers) -> feedback`` (texts, or the critic's Completions, kept as ``turns[0]["critic"]``)
+    comments on each answer; the feedback is inserted as a user turn
+    (:func:`feedback_ids`: the chat template's own separators, loss mask 0); the model answers again.
+    ``Trajectory.answer`` is the second attempt; ``turns[0]`` holds ``feedback`` and its token span
+    (``observation``). Same sampling, budgets and token-exactness as :func:`rollout_with_tools`."""
+    limits = _Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, 1, 0.0, 0)
+    eos = set(_eos_ids(model, tokenizer))
+
+    def feedback(live: list[Trajectory]) -> None:
+        first = [t for t in live if len(t.turns) == 1 and len(t.token_ids) < limits.total
+                 and sum(t.loss_mask) < limits.model]
+        chosen = {id(t) for t in first}
+        for t in live:
+            if id(t) not in chosen and t.finish_reason is None:
+                t.finish_reason = "length"
+        if not first:
+            return
+        answers = [tokenizer.decode(t.token_ids, skip_special_tokens=True) for t in first]
+        replies = critic([t.prompt_index for t in first], answers)
+        if len(replies) != len(first):
+            raise RewardlabError(f"the critic returned {len(replies)} feedback texts for {len(first)} answers")
+        for t, reply in zip(first, replies):
+            text = reply if isinstance(reply, str) else reply.text  # a str, or the critic's Completion
+            if not isinstance(reply, str):
+                t.turns[0]["critic"] = reply
+            ids = feedback_ids(tokenizer, str(text), ended=bool(t.token_ids) and t.token_ids[-1] in eos)
+            ids = ids[: max(0, limits.total - len(t.token_ids))]
+            o0 = len(t.token_ids)
+            t.token_ids.extend(ids)
+            t.loss_mask.extend([0] * len(ids))
+            t.logprobs.extend([None] * len(ids))
+            t.turns[0].update(feedback=str(text), observation=[o0, len(t.token_ids)])
+            t.finish_reason = None if len(t.token_ids) < limits.total else "length"
+
+    return _multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, feedback, tools=False)
+
+
+_SENTINEL = "\u2063rewardlab-answer\u2063"
+
+
+def feedback_ids(tokenizer: Any, feedback: str, *, ended: bool) -> list[int]:
+    """The token ids that follow an assistant answer when ``feedback`` comes back as a user turn and the
+    assistant answers again: what the chat template puts between the answer and the next assistant turn
+    (end-of-turn, the user header, the feedback, the assistant header), encoded alone. ``ended``: the
+    answer already ends with the end-of-turn token the model sampled (it is not inserted twice)."""
+    if getattr(tokenizer, "chat_template", None):
+        msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _SENTINEL},
+                {"role": "user", "content": feedback}]
+        full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        after = full.split(_SENTINEL, 1)[1]
+    else:
+        after = f"\n\nFeedback: {feedback}\n\nRevised answer: "
+    eos = tokenizer.eos_token
+    if ended and eos and after.startswith(eos):
+        after = after[len(eos):]
+    return tokenizer.encode(after, add_special_tokens=False)
+
+
+def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingParams, limits: "_Limits",
+               batch_size: int, after_turn: Callable[[list[Trajectory]], None], *, tools: bool) -> list[Trajectory]:
+    """Turns for every live trajectory (decoded in batches), then ``after_turn(live)`` (tool calls, feedback),
+    until every trajectory has a ``finish_reason``."""
+    if n < 1 or limits.total < 1 or batch_size < 1:
+        raise RewardlabError(f"n, max_total_tokens and batch_size must be >= 1, got {n}, {limits.total}, {batch_size}")
+    device = next(model.parameters()).device
     bos = tokenizer.bos_token
     encoded = [tokenizer(p, add_special_tokens=not (bos and p.startswith(bos)))["input_ids"] for p in prompts]
     trajs = [Trajectory(i, list(pids)) for i, pids in enumerate(encoded) for _ in range(n)]
@@ -168,12 +244,10 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
         # one random stream per trajectory: its tokens do not depend on how the trajectories are batched
         rngs = {id(t): torch.Generator(device=device).manual_seed((base + 1_000_003 * k) % 2**63)
                 for k, t in enumerate(trajs)}
-        while live:  # one model turn for every live trajectory, then their tool calls
+        while live:
             for k in range(0, len(live), batch_size):
-                _turn(model, tokenizer, live[k : k + batch_size], sampling, limits, device, rngs)
-            for t in live:
-                if t.turns[-1]["code"] is not None:
-                    _call_tool(tokenizer, t, execute, limits)
+                _turn(model, tokenizer, live[k : k + batch_size], sampling, limits, device, rngs, tools=tools)
+            after_turn(live)
             live = [t for t in live if t.finish_reason is None]
     for t in trajs:
         t.text = tokenizer.decode(t.token_ids, skip_special_tokens=True)
@@ -211,6 +285,36 @@ class ToolEngine:
         self.model = model
 
 
+@dataclass
+class FeedbackEngine:
+    """The dual-agent rollout (:func:`rollout_with_feedback`) behind the engine interface.
+
+    ``critic(questions, answers, sampling) -> list[Completion]`` writes one feedback per answer (the
+    trainer builds it: the frozen reference, another model, or the policy with a critic prompt);
+    ``generate`` takes the questions the critic sees (default: the rendered prompts)."""
+
+    model: Any
+    tokenizer: Any
+    critic: Callable[[list[str], list[str], SamplingParams], list[Completion]]
+    max_total_tokens: int = 512
+    batch_size: int = 64
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams, *,
+                 questions: list[str] | None = None) -> list[Completion]:
+        qs = questions if questions is not None else prompts
+
+        def critic(indices: list[int], answers: list[str]) -> list[Completion]:
+            return self.critic([qs[i] for i in indices], answers, sampling)
+
+        trajs = rollout_with_feedback(self.model, self.tokenizer, prompts, n, sampling, critic=critic,
+                                      max_total_tokens=self.max_total_tokens, max_model_tokens=2 * sampling.max_new_tokens,
+                                      batch_size=self.batch_size)
+        return [t.completion() for t in trajs]
+
+    def load_weights(self, model: Any) -> None:
+        self.model = model
+
+
 @dataclass(frozen=True)
 class _Limits:
     turn: int  # sampled tokens per turn
@@ -222,12 +326,12 @@ class _Limits:
 
 
 def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, device,
-          rngs: dict[int, Any]) -> None:
+          rngs: dict[int, Any], *, tools: bool = True) -> None:
     """Sample one model turn for every trajectory of ``chunk``, decoded together.
 
     The context (prompt + every token so far, as ids) is prefilled once, left-padded, with position
     ids counting real tokens; then rows decode in lockstep on a KV cache, each until EOS, a closed
-    python block, or a budget, and rows that ended leave the batch. Sets each trajectory's new turn
+    python block (``tools``), or a budget, and rows that ended leave the batch. Sets each trajectory's new turn
     (and ``finish_reason`` when it ended for good)."""
     import torch  # lazy: see the module docstring
 
@@ -295,7 +399,7 @@ def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _L
             if tid in eos:
                 t.finish_reason = "stop"
                 continue
-            if "`" in tok.decode([tid]):  # a closing fence needs a backtick in the token that completes it
+            if tools and "`" in tok.decode([tid]):  # a closing fence needs a backtick in the token that completes it
                 code = extract_code(tok.decode(t.token_ids[starts[i]:], skip_special_tokens=True))
                 if code is not None:
                     turn["code"] = code
@@ -345,4 +449,5 @@ def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) ->
         t.finish_reason = "length"
 
 
-__all__ = ["TOOL_HINT", "ToolEngine", "Trajectory", "with_tool_hint", "extract_code", "observation", "rollout_with_tools", "run_tool"]
+__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "feedback_ids", "observation",
+           "rollout_with_feedback", "rollout_with_tools", "run_tool", "with_tool_hint"]

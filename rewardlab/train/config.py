@@ -41,6 +41,12 @@ from rewardlab.errors import RewardlabError
 from rewardlab.models import check_model, resolve_device
 
 
+FEEDBACK_PROMPT = ("A student answered a question. In one or two sentences, say whether the answer is right and, "
+                   "if it is wrong, point to the mistake. Do not give the answer yourself.\n\n"
+                   "Question: {question}\n\nStudent's answer: {answer}")
+"""The default ``--feedback-prompt``."""
+
+
 @dataclass
 class _Settings:
     """The run settings that are not algorithm fields (those come from ``algos.Algo``, below)."""
@@ -110,6 +116,17 @@ class _Settings:
     """--tools: seconds one tool call may run in the sandbox."""
     tool_output_chars: int = 500
     """--tools: most characters of a tool's output inserted (the rest is cut, and the observation says so)."""
+    feedback: str = "none"
+    """Dual-agent feedback: none; ref (a frozen copy of the starting policy), policy (the live policy with
+    --feedback-prompt) or a model (hub id / folder) writes feedback on each answer; it comes back as a user turn
+    (loss-masked) and the model answers again; the reward grades the second answer. Not the published DAPO."""
+    feedback_prompt: str = FEEDBACK_PROMPT
+    """--feedback: the critic's prompt, a str.format template over {question} and {answer}."""
+    feedback_tokens: int = 48
+    """--feedback: most tokens of one feedback."""
+    feedback_train_every: int = 0
+    """--feedback policy: every k-th step trains the critic instead of the actor, on its feedback tokens, rewarded
+    by the improvement they caused (second answer's reward - first's); 0 = never."""
 
     # --- optimisation ---
     lr: float = 1e-4
@@ -356,6 +373,18 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError("--tools python runs on the HF engine (--rollout hf); multi-turn vLLM rollouts are not built yet")
     if cfg.max_turns < 1 or cfg.max_total_tokens < 0 or cfg.tool_output_chars < 1 or not cfg.tool_timeout > 0:
         raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens >= 0, --tool-timeout > 0")
+    if cfg.feedback != "none":
+        if cfg.tools != "none" or cfg.rollout != "hf":
+            raise RewardlabError("--feedback runs on the HF engine without --tools (one or the other, for now)")
+        if cfg.feedback_tokens < 1:
+            raise RewardlabError(f"--feedback-tokens must be >= 1, got {cfg.feedback_tokens}")
+        try:
+            cfg.feedback_prompt.format(question="q", answer="a")
+        except (KeyError, IndexError, ValueError) as e:
+            raise RewardlabError(f"--feedback-prompt must be a template over {{question}} and {{answer}}: {e}") from None
+    if cfg.feedback_train_every < 0 or (cfg.feedback_train_every and cfg.feedback != "policy"):
+        raise RewardlabError("--feedback-train-every k trains the critic that is the policy (--feedback policy); "
+                             "a separate critic model is not trained (k >= 0)")
     if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
         raise RewardlabError(f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
     _choice("dtype", cfg.dtype, ("auto", "float32", "bfloat16", "float16"))

@@ -193,13 +193,13 @@ def shared_prompt_logprobs(model: Any, samples: list[Any], pad_id: int, device: 
     None, hidden)``; with ``prefix``, ``hidden`` is the input of the first trained block laid out
     like ``pad_batch`` (B, P+R, H), for :meth:`FrozenPrefix.replay`; else None.
     """
-    slot: dict[int, int] = {}
+    slot: dict[tuple[int, ...], int] = {}  # by the prompt's ids (a --feedback critic step's group has G prompts)
     prompts: list[list[int]] = []
     for s in samples:
-        if s.group not in slot:
-            slot[s.group] = len(prompts)
+        if tuple(s.prompt_ids) not in slot:
+            slot[tuple(s.prompt_ids)] = len(prompts)
             prompts.append(s.prompt_ids)
-    idx = torch.tensor([slot[s.group] for s in samples], device=device)  # (B,) row -> distinct prompt
+    idx = torch.tensor([slot[tuple(s.prompt_ids)] for s in samples], device=device)  # (B,) row -> distinct prompt
     P = max(len(p) for p in prompts)
     R = max(1, max(len(s.token_ids) for s in samples))
     U, B = len(prompts), len(samples)

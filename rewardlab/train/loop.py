@@ -51,7 +51,7 @@ from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm, score_batch
 from rewardlab.rollout import Collectives, SamplingParams, format_prompt, make_engine
 from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
-from rewardlab.train import distributed
+from rewardlab.train import distributed, feedback
 from rewardlab.train.checkpoint import (checkpoint_bytes, clean_partial, latest_checkpoint, load_trainer_state, load_weights, rng_state,
                                         save_checkpoint, set_rng_state)
 from rewardlab.train.config import (TrainConfig, check_model, derive, describe_diff, resolve_algo,
@@ -110,6 +110,8 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
                 step += 1
                 t_step, cpu_step = time.perf_counter(), time.process_time()
                 batch = rollout_and_score(run, step)
+                if batch.kept and feedback.critic_step(run, step):  # --- dual-agent: this step trains the critic ---
+                    batch.kept = feedback.critic_samples(batch.kept)
                 if batch.kept:
                     set_advantages(run, batch.kept)
                     update = update_policy(run, batch)
@@ -203,6 +205,9 @@ def load(run: Run, threads: int | None) -> None:
         run.autocast = torch.autocast("cuda", dtype=torch.bfloat16)
     if algo.beta > 0 or algo.loss == "dpo":  # reference model only when the KL term (or DPO) needs it
         run.ref_model = copy.deepcopy(model).eval().requires_grad_(False).to(run.device)
+    start = run.ref_model  # --feedback ref: the critic is a frozen copy of the starting policy
+    if cfg.feedback == "ref" and start is None:
+        start = copy.deepcopy(model).eval().requires_grad_(False)
     n_trainable = freeze_to_top_layers(model, cfg.train_top_layers)
     if cfg.lora_rank:  # --- LoRA (peft): adapters only, in the top --train-top-layers blocks (0 = all) ---
         model = apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_targets, cfg.lora_dropout,
@@ -253,6 +258,8 @@ def load(run: Run, threads: int | None) -> None:
         run.engine = ToolEngine(run.model, run.tok, execute=sandbox.execute, max_turns=cfg.max_turns,
                                 max_total_tokens=total_token_budget(cfg), tool_timeout_s=cfg.tool_timeout,
                                 max_output_chars=cfg.tool_output_chars, batch_size=cfg.rollout_batch_size)
+    elif cfg.feedback != "none":  # --- a critic that talks back: feedback, then a second answer ---
+        run.engine = feedback.feedback_engine(run, start)
     run.say(f"  peak memory after loading   {peak_rss_mb():.0f} MiB RSS (memory/peak_rss_mb in every metrics row)")
     run.stream = PromptStream(len(run.rows), cfg.seed)
     if state is not None:
@@ -365,7 +372,10 @@ def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], 
     gather = distributed.gathered_params(run.model) if cfg.rollout == "hf" else contextlib.nullcontext()
     try:
         with gather:
-            if run.group_sizes is None:
+            if cfg.feedback != "none":  # the critic is shown the question, not the rendered prompt
+                outs = run.engine.generate(prompt_texts, cfg.group_size, sampling,
+                                           questions=[feedback.question_of(run.rows[i]) for i, _ in mine])
+            elif run.group_sizes is None:
                 outs = run.engine.generate(prompt_texts, cfg.group_size, sampling)
             else:  # --- variance-driven group size: one engine call per distinct G, in prompt order ---
                 sizes = run.group_sizes.sizes([run.rows[i].id for i, _ in mine], step)
@@ -426,6 +436,8 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
             info=res.info, gen_round=batch.gen_round, rollout_logprobs=logprobs_of(c), loss_mask=c.loss_mask,
             turns=c.turns, tool_calls=c.tool_calls, answer=c.answer_text,
         ))
+    if cfg.feedback != "none":  # --- dual-agent: the first answer's reward too (the improvement is logged) ---
+        feedback.grade_first_attempts(run, local)
     scored = [s for part in distributed.gather_objects(local) for s in part]  # every rank: all
     batch.generated_tokens += sum(s.model_tokens for s in scored)
     if algo.overlong and algo.overlong_factor > 0:  # --- DAPO: soft overlong punishment, added to the reward ---
@@ -511,7 +523,8 @@ def log_skipped(run: Run, step: int, batch: Batch, t_step: float) -> None:
     reason = (f"no group had reward variance in {batch.gen_round} generation round(s) of {cfg.prompts_per_step} "
               f"prompts (--max-gen-batches {cfg.max_gen_batches}); no update this step")
     run.log.message(f"step {step}: skipped: {reason}")
-    run.log.log(step, {**gen_metrics(run, batch), **tool_metrics(batch.generated), "skip_reason": reason, "lr": run.scheduler.get_last_lr()[0],
+    tools = tool_metrics(batch.generated) if cfg.tools != "none" else {}
+    run.log.log(step, {**gen_metrics(run, batch), **tools, "skip_reason": reason, "lr": run.scheduler.get_last_lr()[0],
                        **batch.timings, "time/step": time.perf_counter() - t_step})
 
 

@@ -11,6 +11,7 @@ import torch
 
 from rewardlab import algos
 from rewardlab.train import distributed
+from rewardlab.train.feedback import feedback_metrics
 from rewardlab.train.runtime import Batch, Run, Sample, combine_mismatch, mean_or_none
 from rewardlab.train.update import Update
 
@@ -30,7 +31,10 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
                                                         if s.components.get(name) is not None])
     metrics.update(reward_status_counts(batch.generated, run.main_reward))
     metrics.update(gen_metrics(run, batch))
-    metrics.update(tool_metrics(batch.generated))
+    if run.cfg.tools != "none":
+        metrics.update(tool_metrics(batch.generated))
+    metrics.update(feedback_metrics(batch.generated, trained_critic=bool(kept) and kept[0].first_score is None
+                                    and batch.generated[0].first_score is not None))
     metrics.update({
         "response_len/mean": mean_or_none([float(x) for x in lengths]),
         "response_len/min": min(lengths),

@@ -128,6 +128,8 @@ class Sample:
     turns: list[dict] | None = None
     """Tool rollouts: the trajectory's turns (token spans, code, tool status; ``rewardlab.rollout.multiturn``)."""
     tool_calls: int = 0
+    first_score: float | None = None
+    """--feedback: the task reward of the first answer (before the critic's feedback)."""
     answer: str | None = None
     """Tool rollouts: the model's last turn, the text the reward graded (None: ``text``)."""
     rollout_logprobs: list[float] | None = None
@@ -381,7 +383,10 @@ def turn_rows(s: Sample) -> list[dict[str, Any]]:
     for turn in s.turns or []:
         a, b = turn["sampled"]
         out.append({"role": "model", "token_ids": s.token_ids[a:b]})
-        if turn.get("observation") is not None:
+        if turn.get("feedback") is not None:  # --feedback: the critic's turn, inserted
+            o0, o1 = turn["observation"]
+            out.append({"role": "critic", "feedback": turn["feedback"], "token_ids": s.token_ids[o0:o1]})
+        elif turn.get("observation") is not None:
             o0, o1 = turn["observation"]
             out.append({"role": "tool", "code": turn["code"], "status": turn["status"],
                         "truncated": turn.get("truncated", False), "token_ids": s.token_ids[o0:o1]})
