@@ -274,3 +274,59 @@ def test_attacks_inside_an_episode_are_contained(lm, tmp_path, monkeypatch, name
     assert t.turns[0]["status"] is not None
     check(t, ctx)
     server.close()
+
+
+class ContinuingEngine:
+    """Stands in for the vLLM engine's ``continue_ids`` (vLLM is not installed here): continues exact ids
+    with the tiny model, one token at a time, stopping at EOS, ``max_tokens`` or a stop string (keeping the
+    token that completes it), as vLLM does. A context without ``script`` in it gets the script first."""
+
+    def __init__(self, model, tok, script):
+        self.model, self.tok, self.script, self.calls = model, tok, script, []
+
+    def _encode(self, text):
+        return list(self.tok(text, add_special_tokens=False)["input_ids"])
+
+    def continue_ids(self, contexts, sampling, *, max_tokens, seeds, stop):
+        self.calls.append(len(contexts))
+        out = []
+        for ctx, m, seed in zip(contexts, max_tokens, seeds):
+            gen = torch.Generator().manual_seed(seed)
+            ids, lps, reason = [], [], "length"
+            while len(ids) < m:
+                has_script = any(ctx[i : i + len(self.script)] == self.script for i in range(len(ctx)))
+                k = next((j for j in range(len(self.script), 0, -1) if ctx[-j:] == self.script[:j]), 0)
+                if not has_script:  # forced: the script's next token
+                    token, lp = self.script[k], 0.0
+                else:
+                    with torch.no_grad():
+                        logp = torch.log_softmax(self.model(input_ids=torch.tensor([ctx])).logits[0, -1].float(), -1)
+                    token = int(torch.multinomial(logp.exp(), 1, generator=gen))
+                    lp = float(logp[token])
+                ctx, ids, lps = ctx + [token], ids + [token], lps + [lp]
+                if token == self.tok.eos_token_id:
+                    reason = "stop"
+                    break
+                if any(s in self.tok.decode(ids) for s in stop):
+                    reason = "stop_string"
+                    break
+            out.append((ids, lps, reason))
+        return out
+
+
+def test_the_engine_path_continues_exact_ids_across_fences_and_tools(lm):
+    model, tok = lm
+    script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
+    engine = ContinuingEngine(model, tok, script)
+    (t,) = rollout_with_tools(None, tok, ["Compute:"], n=1, sampling=_sampling(40, seed=3), execute=execute,
+                              max_turns=2, max_total_tokens=90, engine=engine)
+    _check_shape(t, 90)
+    assert t.token_ids[: len(script)] == script and t.turns[0]["code"] == "print(2+3)" and t.turns[0]["stdout"] == "5\n"
+    assert len(engine.calls) >= 3  # the opening fence, the closing fence, then the turn after the observation
+    o1 = t.turns[0]["observation"][1]
+    assert t.token_ids[t.turns[0]["observation"][0] : o1] == tok.encode("\n```output\n5\n```\n", add_special_tokens=False)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([t.prompt_ids + t.token_ids])).logits[0].float(), -1)
+    P = len(t.prompt_ids)
+    for k in range(o1, len(t.token_ids)):
+        assert abs(float(logp[P + k - 1, t.token_ids[k]]) - t.logprobs[k]) < 1e-4

@@ -89,8 +89,8 @@ def test_the_loss_mask_is_zero_exactly_at_the_observation():
     assert (s.model_tokens, plain.model_tokens) == (3, 2)
 
 
-def test_tools_need_the_hf_engine_and_sane_budgets(tiny_model_dir, tmp_path, capsys):
-    for extra, msg in ((["--rollout", "vllm"], "HF engine"), (["--max-turns", "0"], "--max-turns"),
+def test_tools_need_sane_budgets(tiny_model_dir, tmp_path, capsys):
+    for extra, msg in ((["--max-turns", "0"], "--max-turns"),
                        (["--max-total-tokens", "8"], "--max-total-tokens"), (["--tools", "bash"], "unknown tools")):
         with pytest.raises(SystemExit) as e:
             cli.main(["train", "--model", str(tiny_model_dir), "--output-dir", str(tmp_path / "x"), "--tools", "python",

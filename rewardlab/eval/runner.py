@@ -336,8 +336,8 @@ def run_eval(
         raise RewardlabError("--batch-size must be at least 1")
     if tools not in ("none", "python"):
         raise RewardlabError(f"unknown --tools {tools!r}; choose none or python")
-    if tools != "none" and (engine is not None or rollout != "hf"):
-        raise RewardlabError("--tools python runs on the HF engine (--rollout hf); multi-turn vLLM rollouts are not built yet")
+    if tools != "none" and engine is not None:
+        raise RewardlabError("--tools python builds its own engine over the model (no custom engine)")
     if max_turns < 1 or not tool_timeout > 0:
         raise RewardlabError("--max-turns must be >= 1 and --tool-timeout > 0")
 
@@ -354,6 +354,7 @@ def run_eval(
         if tools == "python":  # --- the sandbox is the model's Python tool; one ToolEngine per benchmark budget ---
             ctx.tools = {"tools": "python", "max_turns": max_turns, "tool_timeout_s": tool_timeout,
                          "max_total_tokens": max_total_tokens, "hint": TOOL_HINT}
+        base = ctx.engine  # the HF engine's live model, or the vLLM engine, under each benchmark's ToolEngine
         if overwrite:
             for spec in specs:
                 (out / samples_file(spec.name)).unlink(missing_ok=True)
@@ -392,9 +393,11 @@ def run_eval(
                 **({} if ctx.tools is None else {"tools": ctx.tools}),
             }
             if ctx.tools is not None:
-                ctx.engine = ToolEngine(ctx.engine.model, ctx.tokenizer, execute=sandbox.execute, max_turns=max_turns,
+                ctx.engine = ToolEngine(getattr(base, "model", None), ctx.tokenizer, execute=sandbox.execute,
+                                        max_turns=max_turns,
                                         max_total_tokens=max_total_tokens or 4 * sampling["max_new_tokens"],
-                                        tool_timeout_s=tool_timeout, batch_size=batch_size)
+                                        tool_timeout_s=tool_timeout, batch_size=batch_size,
+                                        engine=base if rollout == "vllm" else None)
             store = SampleStore(out / samples_file(spec.name), {"fingerprint": fingerprint(sample_cfg), "config": sample_cfg})
             records = _eval_benchmark(spec, rows, ctx, sampling, store, batch_size=batch_size, seed=seed, progress=progress)
             flat, details = _bench_results(spec, records, ks, sampling["n"])

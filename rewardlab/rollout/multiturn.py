@@ -139,14 +139,15 @@ def run_tool(execute: Callable[..., Any], code: str, timeout: float, max_output_
 def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
                        execute: Callable[..., Any] | None = None, max_turns: int = 3, max_total_tokens: int = 256,
                        max_model_tokens: int | None = None, tool_timeout_s: float = 2.0,
-                       max_output_chars: int = 500, batch_size: int = 64) -> list[Trajectory]:
+                       max_output_chars: int = 500, batch_size: int = 64, engine: Any = None) -> list[Trajectory]:
     """``len(prompts) * n`` trajectories, prompt-major (``out[i * n + j]`` is sample j of prompt i).
 
     ``sampling``: temperature / top-k / top-p / seed as for the engines; ``max_new_tokens`` caps the
     tokens sampled in one turn; ``stop`` strings are not used. ``max_model_tokens`` caps the sampled
     tokens of a whole trajectory (None: only ``max_total_tokens``, which counts observations too).
     ``execute`` runs the code (the sandbox's :func:`rewardlab.sandbox.execute`; never model code in
-    this process). ``batch_size``: trajectories decoded together in one turn.
+    this process). ``batch_size``: trajectories decoded together in one turn. ``engine``: sample through
+    an engine that continues exact token ids (``continue_ids``: the vLLM engine) instead of ``model``.
     """
     if execute is None:
         raise RewardlabError("rollout_with_tools needs execute= (e.g. rewardlab.sandbox.execute): tool code "
@@ -161,7 +162,7 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
             if t.turns[-1]["code"] is not None:
                 _call_tool(tokenizer, t, execute, limits)
 
-    return _multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, tool_calls, tools=True)
+    return _multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, tool_calls, tools=True, engine=engine)
 
 
 def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
@@ -227,11 +228,14 @@ def feedback_ids(tokenizer: Any, feedback: str, *, ended: bool) -> list[int]:
 
 
 def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingParams, limits: "_Limits",
-               batch_size: int, after_turn: Callable[[list[Trajectory]], None], *, tools: bool) -> list[Trajectory]:
-    """Turns for every live trajectory (decoded in batches), then ``after_turn(live)`` (tool calls, feedback),
-    until every trajectory has a ``finish_reason``."""
+               batch_size: int, after_turn: Callable[[list[Trajectory]], None], *, tools: bool,
+               engine: Any = None) -> list[Trajectory]:
+    """Turns for every live trajectory (decoded in batches here, or by ``engine.continue_ids``), then
+    ``after_turn(live)`` (tool calls, feedback), until every trajectory has a ``finish_reason``."""
     if n < 1 or limits.total < 1 or batch_size < 1:
         raise RewardlabError(f"n, max_total_tokens and batch_size must be >= 1, got {n}, {limits.total}, {batch_size}")
+    if engine is not None:
+        return _engine_multiturn(engine, tokenizer, prompts, n, sampling, limits, after_turn, tools=tools)
     device = next(model.parameters()).device
     bos = tokenizer.bos_token
     encoded = [tokenizer(p, add_special_tokens=not (bos and p.startswith(bos)))["input_ids"] for p in prompts]
@@ -249,6 +253,29 @@ def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingP
                 _turn(model, tokenizer, live[k : k + batch_size], sampling, limits, device, rngs, tools=tools)
             after_turn(live)
             live = [t for t in live if t.finish_reason is None]
+    return _finish(tokenizer, trajs)
+
+
+def _engine_multiturn(engine, tokenizer, prompts: list[str], n: int, sampling: SamplingParams, limits: "_Limits",
+                      after_turn: Callable[[list[Trajectory]], None], *, tools: bool) -> list[Trajectory]:
+    """:func:`_multiturn` on an engine that continues exact ids: one seed stream per trajectory, one call per turn step."""
+    encoded = [engine._encode(p) for p in prompts]
+    trajs = [Trajectory(i, list(pids)) for i, pids in enumerate(encoded) for _ in range(n)]
+
+    def stream(k: int) -> Callable[[], int | None]:
+        calls = iter(range(10**9))
+        return lambda: None if sampling.seed is None else (sampling.seed * 1_000_003 + k * 7919 + next(calls)) % 2**31
+
+    seeds = {id(t): stream(k) for k, t in enumerate(trajs)}
+    live = list(trajs)
+    while live:
+        _engine_turn(engine, tokenizer, live, sampling, limits, seeds, tools=tools)
+        after_turn(live)
+        live = [t for t in live if t.finish_reason is None]
+    return _finish(tokenizer, trajs)
+
+
+def _finish(tokenizer, trajs: list[Trajectory]) -> list[Trajectory]:
     for t in trajs:
         t.text = tokenizer.decode(t.token_ids, skip_special_tokens=True)
         a, b = t.turns[-1]["sampled"]
@@ -273,15 +300,20 @@ class ToolEngine:
     tool_timeout_s: float = 2.0
     max_output_chars: int = 500
     batch_size: int = 64
+    engine: Any = None
+    """An engine that continues exact token ids (the vLLM engine): it samples instead of ``model``."""
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
         trajs = rollout_with_tools(self.model, self.tokenizer, prompts, n, sampling, execute=self.execute,
                                    max_turns=self.max_turns, max_total_tokens=self.max_total_tokens,
                                    max_model_tokens=sampling.max_new_tokens, tool_timeout_s=self.tool_timeout_s,
-                                   max_output_chars=self.max_output_chars, batch_size=self.batch_size)
+                                   max_output_chars=self.max_output_chars, batch_size=self.batch_size,
+                                   engine=self.engine)
         return [t.completion() for t in trajs]
 
     def load_weights(self, model: Any) -> None:
+        if self.engine is not None:
+            self.engine.load_weights(model)
         self.model = model
 
 
@@ -423,6 +455,42 @@ def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _L
         logits = out.logits[:, -1, :].float()  # (A, V)
         del out
         next_pos = next_pos + 1
+
+
+def _engine_turn(engine, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, seeds: dict[int, Any],
+                 *, tools: bool = True) -> None:
+    """One model turn through an engine that continues exact token ids (``engine.continue_ids``: the vLLM
+    engine): each call runs until EOS, the budget or the next fence (`````), and a row whose turn now holds
+    a closed python block has made its tool call; the others continue from their exact ids."""
+    starts = [len(t.token_ids) for t in chunk]
+    caps = [min(lim.turn, lim.total - len(t.token_ids), lim.model - sum(t.loss_mask)) for t in chunk]
+    for i, t in enumerate(chunk):
+        t.turns.append({"sampled": [starts[i], starts[i]], "code": None, "status": None, "observation": None})
+        if caps[i] <= 0:
+            t.finish_reason = "length"
+    active = [i for i, c in enumerate(caps) if c > 0]
+    while active:
+        ts = [chunk[i] for i in active]
+        outs = engine.continue_ids([t.prompt_ids + t.token_ids for t in ts], sampling,
+                                   max_tokens=[caps[i] - (len(chunk[i].token_ids) - starts[i]) for i in active],
+                                   seeds=[seeds[id(t)]() for t in ts], stop=["```"] if tools else [])
+        still = []
+        for i, (ids, lps, reason) in zip(active, outs):
+            t = chunk[i]
+            t.token_ids.extend(ids)
+            t.loss_mask.extend([1] * len(ids))
+            t.logprobs.extend(lps if lps is not None else [0.0] * len(ids))
+            t.turns[-1]["sampled"][1] = len(t.token_ids)
+            code = extract_code(tok.decode(t.token_ids[starts[i]:], skip_special_tokens=True)) if tools else None
+            if reason == "stop":
+                t.finish_reason = "stop"
+            elif code is not None:
+                t.turns[-1]["code"] = code
+            elif reason == "length" or len(t.token_ids) - starts[i] >= caps[i] or not ids:
+                t.finish_reason = "length"
+            else:  # a fence that did not close a python block: go on sampling this turn
+                still.append(i)
+        active = still
 
 
 def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) -> None:

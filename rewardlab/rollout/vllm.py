@@ -344,6 +344,30 @@ class VLLMEngine:
                           tokens_per_s=generated / seconds if seconds > 0 else 0.0)
         return results
 
+    def continue_ids(self, contexts: list[list[int]], sampling: SamplingParams, *, max_tokens: list[int],
+                     seeds: list[int | None], stop: list[str]) -> list[tuple[list[int], list[float] | None, str]]:
+        """Sample one continuation of each exact token-id ``contexts[i]`` (multi-turn rollouts: never
+        re-tokenized), at most ``max_tokens[i]`` tokens, stopping at EOS or a ``stop`` string (the token
+        that completes it is kept). Returns ``(token ids, log-probs, "stop" | "stop_string" | "length")``."""
+        self._wake(["weights", "kv_cache"])
+        vllm = self._vllm
+        eos = self._eos_ids()
+        params = [vllm.SamplingParams(n=1, temperature=sampling.temperature, top_p=sampling.top_p,
+                                      top_k=sampling.top_k if sampling.top_k > 0 else -1, max_tokens=m,
+                                      stop=list(stop) or None, include_stop_str_in_output=True,
+                                      stop_token_ids=eos or None, logprobs=0, skip_special_tokens=True, seed=s)
+                  for m, s in zip(max_tokens, seeds)]
+        outputs = self.llm.generate([{"prompt_token_ids": list(c)} for c in contexts], params, use_tqdm=False)
+        results = []
+        for out in outputs:
+            sample = out.outputs[0]
+            ids = list(sample.token_ids)
+            lps = None if sample.logprobs is None else [float(step[t].logprob) for step, t in zip(sample.logprobs, ids)]
+            reason = "stop" if ids and ids[-1] in eos else ("length" if sample.finish_reason == "length" else "stop_string")
+            results.append((ids, lps, reason))
+        self._sleep()
+        return results
+
     def close(self) -> None:
         """Shut the engine down and remove its temporary folder (idempotent)."""
         llm = self.__dict__.pop("llm", None)

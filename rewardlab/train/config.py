@@ -106,7 +106,7 @@ class _Settings:
     """vLLM engine (GPU only): free its KV cache and offload its weights between rollouts."""
     tools: str = "none"
     """Tool use: none, or python (multi-turn: the model may write ```python blocks; each runs in the sandbox and
-    its output is inserted, loss-masked; the reward grades the model's last turn). HF engine."""
+    its output is inserted, loss-masked; the reward grades the model's last turn). HF or vLLM engine."""
     max_turns: int = 3
     """--tools: most tool calls per trajectory (it ends after the last one's output)."""
     max_total_tokens: int = 0
@@ -369,8 +369,6 @@ def validate(cfg: TrainConfig) -> None:
     _choice("algo", cfg.algo, ALGOS)
     _choice("rollout", cfg.rollout, ("hf", "vllm"))
     _choice("tools", cfg.tools, TOOLS)
-    if cfg.tools != "none" and cfg.rollout != "hf":
-        raise RewardlabError("--tools python runs on the HF engine (--rollout hf); multi-turn vLLM rollouts are not built yet")
     if cfg.max_turns < 1 or cfg.max_total_tokens < 0 or cfg.tool_output_chars < 1 or not cfg.tool_timeout > 0:
         raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens >= 0, --tool-timeout > 0")
     if cfg.feedback != "none":
