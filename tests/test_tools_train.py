@@ -118,3 +118,28 @@ def test_eval_with_tools_records_turns_and_calls(tiny_model_dir, tmp_path):
         assert r["tool_calls"] == [len(r["tool_status"][0])] and r["tool_status"][0][0] == "ok"
         assert r["turns"][0] >= 2 and "```output\n42\n```" in r["completions"][0]
         assert "```python" in r["prompt"] and r["model_tokens"][0] < r["num_tokens"][0]
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize("ratio", ["token", "sequence"])
+def test_the_loss_of_a_trajectory_is_the_loss_of_its_model_tokens(agg, ratio):
+    """Per-trajectory aggregation (and GSPO's sequence ratio) over a tool trajectory equals the same loss on
+    the model's tokens alone: observation positions, whatever their log-probs, change nothing."""
+    from rewardlab import algos
+
+    g = torch.Generator().manual_seed(0)
+    lp = -torch.rand(2, 7, generator=g, dtype=torch.float64)  # (B, R): row 0 holds 3 observation tokens
+    old = lp + 0.05 * torch.randn(2, 7, generator=g, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0, 0, 0, 1, 1], [1, 1, 1, 1, 0, 0, 0]], dtype=torch.float64)
+    adv = torch.tensor([0.7, -0.4], dtype=torch.float64)
+    kw = dict(agg=agg, ratio=ratio, max_len=8)
+    full, _ = algos.policy_loss(lp, old, adv, mask, **kw)
+    noisy = lp.clone()
+    noisy[0, 2:5] = 5.0  # observation tokens: any value
+    again, _ = algos.policy_loss(noisy, old, adv, mask, **kw)
+    keep = [0, 1, 5, 6]  # row 0's model tokens, packed
+    packed_lp = torch.stack([lp[0, keep], lp[1, :4]])
+    packed_old = torch.stack([old[0, keep], old[1, :4]])
+    packed, _ = algos.policy_loss(packed_lp, packed_old, adv, torch.ones(2, 4, dtype=torch.float64), **kw)
+    assert float(full) == pytest.approx(float(again), rel=1e-12)
+    assert float(full) == pytest.approx(float(packed), rel=1e-12)
