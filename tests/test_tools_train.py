@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from rewardlab import cli
+from rewardlab.rewards.base import CheapReward, RewardResult
 from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rollout.multiturn import ToolEngine
 from rewardlab.train import loop
@@ -24,6 +25,19 @@ from rewardlab.train.runtime import Sample
 from scripted import Scripted
 
 CODE = "```python\nprint(6 * 7)\n```"
+
+
+class SeesOutput(CheapReward):
+    """1 when the graded text holds a tool's output block: the reward must only ever see the model's last turn."""
+
+    name = "sees_output"
+    isolated = True
+
+    def __call__(self, completion: str, reference=None, **meta) -> RewardResult:
+        return RewardResult(float("```output" in completion))
+
+
+sees_output = SeesOutput()
 
 
 @pytest.fixture
@@ -76,6 +90,26 @@ def test_tool_rollouts_train_end_to_end(tiny_model_dir, tmp_path, scripted_tools
         assert "42" not in r["answer"] or r["turns"][-1]["role"] == "model"  # the graded text is the model's
     step1 = [r for r in rollouts if r["step"] == 1]
     assert metrics[0]["response_len/mean"] == pytest.approx(sum(r["model_tokens"] for r in step1) / len(step1))
+
+
+def test_the_reward_grades_the_models_last_turn_never_the_tool_output(tiny_model_dir, tmp_path, scripted_tools):
+    _, rollouts = train_tools(tmp_path, tiny_model_dir, "--algo", "grpo", "--steps", "1",
+                              "--reward", f"{__name__}.sees_output")
+    assert all("```output" in r["completion"] for r in rollouts)
+    assert [r["reward"] for r in rollouts] == [0.0] * len(rollouts)
+
+
+def test_the_steps_token_count_is_the_model_tokens():
+    from types import SimpleNamespace
+
+    from rewardlab.train.update import step_denominators
+
+    run = SimpleNamespace(algo=SimpleNamespace(overlong_filter=False))
+    a = Sample(group=0, row=None, prompt_text="", prompt_ids=[1], token_ids=[5, 6, 7, 8], text="", finish_reason="stop",
+               score=0.0, task_score=0.0, components={}, info={}, loss_mask=[1, 0, 0, 1])
+    b = Sample(group=0, row=None, prompt_text="", prompt_ids=[1], token_ids=[5, 6], text="", finish_reason="stop",
+               score=0.0, task_score=0.0, components={}, info={}, loss_mask=[0, 0])  # nothing of the model's
+    assert step_denominators(run, [a, b]) == (2.0, 1.0)
 
 
 def test_the_loss_mask_is_zero_exactly_at_the_observation():
