@@ -330,3 +330,26 @@ def test_the_engine_path_continues_exact_ids_across_fences_and_tools(lm):
     P = len(t.prompt_ids)
     for k in range(o1, len(t.token_ids)):
         assert abs(float(logp[P + k - 1, t.token_ids[k]]) - t.logprobs[k]) < 1e-4
+
+
+def test_chat_format_observations_are_the_templates_tool_message(lm):
+    """``observation_format="chat"``: the output comes back as a ``tool`` message rendered by the chat template,
+    which adds its own tokens around it (end of the assistant turn, the tool header, the assistant header);
+    the ids up to the next turn decode to exactly the template's rendering, and log-probs stay exact."""
+    model, tok = lm
+    question = "What is 2 + 3?"
+    prompt = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True)
+    script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
+    (t,) = rollout_with_tools(Scripted(model, script), tok, [prompt], n=1, sampling=_sampling(24, seed=1),
+                              execute=execute, max_turns=2, max_total_tokens=120, observation_format="chat")
+    o0, o1 = t.turns[0]["observation"]
+    convo = [{"role": "user", "content": question}, {"role": "assistant", "content": tok.decode(script)},
+             {"role": "tool", "content": "5"}]
+    assert tok.decode(t.prompt_ids + t.token_ids[:o1]) == tok.apply_chat_template(convo, tokenize=False,
+                                                                                  add_generation_prompt=True)
+    assert "```output" not in t.text and o1 < len(t.token_ids)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([t.prompt_ids + t.token_ids])).logits[0].float(), -1)
+    P = len(t.prompt_ids)
+    for k in range(o1, len(t.token_ids)):
+        assert abs(float(logp[P + k - 1, t.token_ids[k]]) - t.logprobs[k]) < 1e-4

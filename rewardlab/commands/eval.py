@@ -70,9 +70,11 @@ def _default_output(model: str) -> Path:
               help="python: multi-turn, the model's ```python blocks run in the sandbox; its last turn is graded.")
 @click.option("--max-turns", type=int, default=3, show_default=True, help="--tools: most tool calls per completion.")
 @click.option("--tool-timeout", type=float, default=2.0, show_default=True, help="--tools: seconds per tool call.")
+@click.option("--tool-format", type=click.Choice(["fenced", "chat"]), default="fenced", show_default=True,
+              help="--tools: the output as an ```output block in the turn, or a chat-template tool message.")
 def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batch_size, seed, output, rollout,
              dtype, device, threads, specs, data_dir, overwrite, compare, plot, as_json, quiet, tools, max_turns,
-             tool_timeout) -> None:
+             tool_timeout, tool_format) -> None:
     """Evaluate MODEL (hub id, checkpoint folder, run directory, or 'default') on a benchmark suite."""
     if compare:
         if model:
@@ -106,7 +108,7 @@ def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batc
         model, names, out, limit=limit, n=n, k=_int_list(k), temperature=temperature, top_p=top_p,
         max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, rollout=rollout, dtype=dtype,
         device=device, spec_files=list(specs), data_dir=data_dir, overwrite=overwrite, progress=not quiet,
-        tools=tools, max_turns=max_turns, tool_timeout=tool_timeout,
+        tools=tools, max_turns=max_turns, tool_timeout=tool_timeout, tool_format=tool_format,
     )
     if as_json:
         click.echo(json.dumps(results, indent=2, default=str))

@@ -288,6 +288,7 @@ def run_eval(
     tools: str = "none",
     max_turns: int = 3,
     tool_timeout: float = 2.0,
+    tool_format: str = "fenced",
     max_total_tokens: int | None = None,
     spec_files: Sequence[str] | None = None,
     data_dir: str | os.PathLike | None = None,
@@ -309,9 +310,10 @@ def run_eval(
         k: pass@k values to report (each ``<= n``); default from the spec.
         engine: any object with ``generate(prompts, n, sampling) -> list[Completion]`` (for tests and
             custom backends); when given, ``model`` is only a label.
-        tools: ``"python"``: multi-turn tool rollouts (``rewardlab.rollout.multiturn``, HF engine): the
+        tools: ``"python"``: multi-turn tool rollouts (``rewardlab.rollout.multiturn``, HF or vLLM): the
             model's ```python blocks run in the sandbox (``tool_timeout`` s each, at most ``max_turns``
-            calls, ``max_total_tokens`` tokens with observations, default 4 x max_new_tokens), the prompt
+            calls, ``max_total_tokens`` tokens with observations, default 4 x max_new_tokens; the output
+            as ``tool_format`` fenced or chat), the prompt
             ends with the tool hint, and the model's last turn is graded; each record gains answers,
             turns, tool_calls, tool_status and model_tokens, and details gain ``tools``.
         overwrite: discard existing samples in ``out_dir`` instead of resuming.
@@ -338,8 +340,8 @@ def run_eval(
         raise RewardlabError(f"unknown --tools {tools!r}; choose none or python")
     if tools != "none" and engine is not None:
         raise RewardlabError("--tools python builds its own engine over the model (no custom engine)")
-    if max_turns < 1 or not tool_timeout > 0:
-        raise RewardlabError("--max-turns must be >= 1 and --tool-timeout > 0")
+    if max_turns < 1 or not tool_timeout > 0 or tool_format not in ("fenced", "chat"):
+        raise RewardlabError("--max-turns must be >= 1, --tool-timeout > 0 and --tool-format fenced or chat")
 
     if engine is None:  # cheap checks first: a typo must not cost a model load, nor leave a folder
         device = resolve_device(device)
@@ -353,7 +355,7 @@ def run_eval(
                         batch_size=batch_size, seed=seed, model_label=model_label)
         if tools == "python":  # --- the sandbox is the model's Python tool; one ToolEngine per benchmark budget ---
             ctx.tools = {"tools": "python", "max_turns": max_turns, "tool_timeout_s": tool_timeout,
-                         "max_total_tokens": max_total_tokens, "hint": TOOL_HINT}
+                         "max_total_tokens": max_total_tokens, "format": tool_format, "hint": TOOL_HINT}
         base = ctx.engine  # the HF engine's live model, or the vLLM engine, under each benchmark's ToolEngine
         if overwrite:
             for spec in specs:
@@ -397,7 +399,7 @@ def run_eval(
                                         max_turns=max_turns,
                                         max_total_tokens=max_total_tokens or 4 * sampling["max_new_tokens"],
                                         tool_timeout_s=tool_timeout, batch_size=batch_size,
-                                        engine=base if rollout == "vllm" else None)
+                                        engine=base if rollout == "vllm" else None, observation_format=tool_format)
             store = SampleStore(out / samples_file(spec.name), {"fingerprint": fingerprint(sample_cfg), "config": sample_cfg})
             records = _eval_benchmark(spec, rows, ctx, sampling, store, batch_size=batch_size, seed=seed, progress=progress)
             flat, details = _bench_results(spec, records, ks, sampling["n"])

@@ -105,8 +105,13 @@ def extract_code(text: str) -> str | None:
     return None if m is None else m.group(1)
 
 
-def observation(status: str, stdout: str, error: str | None, truncated: bool) -> str:
-    """The text appended after a tool call."""
+OBSERVATION_FORMATS = ("fenced", "chat")
+"""How a tool's output comes back: ``fenced`` (an ```output block inside the assistant's turn) or ``chat``
+(a ``tool`` message through the chat template, which closes the assistant turn and opens the next)."""
+
+
+def observation(status: str, stdout: str, error: str | None, truncated: bool, *, fenced: bool = True) -> str:
+    """The text appended after a tool call (``fenced=False``: the bare content of a ``tool`` message)."""
     body = stdout.rstrip("\n")
     if truncated:
         body += "\n[output truncated]"
@@ -116,7 +121,7 @@ def observation(status: str, stdout: str, error: str | None, truncated: bool) ->
         body = (body + "\n" if body else "") + "[output limit exceeded]"
     elif status not in ("ok",) and error:
         body = (body + "\n" if body else "") + f"[{status}] {error.strip().splitlines()[-1][:200]}"
-    return f"\n```output\n{body}\n```\n"
+    return f"\n```output\n{body}\n```\n" if fenced else body
 
 
 def run_tool(execute: Callable[..., Any], code: str, timeout: float, max_output_chars: int) -> dict:
@@ -139,7 +144,8 @@ def run_tool(execute: Callable[..., Any], code: str, timeout: float, max_output_
 def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
                        execute: Callable[..., Any] | None = None, max_turns: int = 3, max_total_tokens: int = 256,
                        max_model_tokens: int | None = None, tool_timeout_s: float = 2.0,
-                       max_output_chars: int = 500, batch_size: int = 64, engine: Any = None) -> list[Trajectory]:
+                       max_output_chars: int = 500, batch_size: int = 64, engine: Any = None,
+                       observation_format: str = "fenced") -> list[Trajectory]:
     """``len(prompts) * n`` trajectories, prompt-major (``out[i * n + j]`` is sample j of prompt i).
 
     ``sampling``: temperature / top-k / top-p / seed as for the engines; ``max_new_tokens`` caps the
@@ -148,14 +154,17 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
     ``execute`` runs the code (the sandbox's :func:`rewardlab.sandbox.execute`; never model code in
     this process). ``batch_size``: trajectories decoded together in one turn. ``engine``: sample through
     an engine that continues exact token ids (``continue_ids``: the vLLM engine) instead of ``model``.
+    ``observation_format``: :data:`OBSERVATION_FORMATS`.
     """
     if execute is None:
         raise RewardlabError("rollout_with_tools needs execute= (e.g. rewardlab.sandbox.execute): tool code "
                              "runs in the sandbox, which the rollout package does not import itself")
     if max_turns < 1:
         raise RewardlabError(f"max_turns must be >= 1, got {max_turns}")
+    if observation_format not in OBSERVATION_FORMATS:
+        raise RewardlabError(f"observation_format must be one of {OBSERVATION_FORMATS}, got {observation_format!r}")
     limits = _Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, max_turns,
-                     tool_timeout_s, max_output_chars)
+                     tool_timeout_s, max_output_chars, chat=observation_format == "chat")
 
     def tool_calls(live: list[Trajectory]) -> None:
         for t in live:
@@ -211,16 +220,23 @@ _SENTINEL = "\u2063rewardlab-answer\u2063"
 
 def feedback_ids(tokenizer: Any, feedback: str, *, ended: bool) -> list[int]:
     """The token ids that follow an assistant answer when ``feedback`` comes back as a user turn and the
-    assistant answers again: what the chat template puts between the answer and the next assistant turn
-    (end-of-turn, the user header, the feedback, the assistant header), encoded alone. ``ended``: the
-    answer already ends with the end-of-turn token the model sampled (it is not inserted twice)."""
+    assistant answers again (:func:`message_ids` with role ``user``)."""
+    return message_ids(tokenizer, "user", feedback, ended=ended)
+
+
+def message_ids(tokenizer: Any, role: str, content: str, *, ended: bool) -> list[int]:
+    """The token ids that follow an assistant turn when a ``role`` message (``user`` feedback, a ``tool``
+    result) comes next and the assistant goes on: what the chat template puts between them (end of turn,
+    the role's header, the content, the assistant header), encoded alone. ``ended``: the assistant turn
+    already ends with the end-of-turn token the model sampled (it is not inserted twice)."""
     if getattr(tokenizer, "chat_template", None):
         msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _SENTINEL},
-                {"role": "user", "content": feedback}]
+                {"role": role, "content": content}]
         full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         after = full.split(_SENTINEL, 1)[1]
     else:
-        after = f"\n\nFeedback: {feedback}\n\nRevised answer: "
+        label = "Feedback" if role == "user" else role.capitalize()
+        after = f"\n\n{label}: {content}\n\n"
     eos = tokenizer.eos_token
     if ended and eos and after.startswith(eos):
         after = after[len(eos):]
@@ -302,13 +318,15 @@ class ToolEngine:
     batch_size: int = 64
     engine: Any = None
     """An engine that continues exact token ids (the vLLM engine): it samples instead of ``model``."""
+    observation_format: str = "fenced"
+    """:data:`OBSERVATION_FORMATS`."""
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
         trajs = rollout_with_tools(self.model, self.tokenizer, prompts, n, sampling, execute=self.execute,
                                    max_turns=self.max_turns, max_total_tokens=self.max_total_tokens,
                                    max_model_tokens=sampling.max_new_tokens, tool_timeout_s=self.tool_timeout_s,
                                    max_output_chars=self.max_output_chars, batch_size=self.batch_size,
-                                   engine=self.engine)
+                                   engine=self.engine, observation_format=self.observation_format)
         return [t.completion() for t in trajs]
 
     def load_weights(self, model: Any) -> None:
@@ -355,6 +373,7 @@ class _Limits:
     turns: int  # tool calls per trajectory
     timeout: float
     chars: int
+    chat: bool = False  # observations as chat-template tool messages
 
 
 def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, device,
@@ -503,8 +522,12 @@ def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) ->
     else:
         res = run_tool(execute, turn["code"], lim.timeout, lim.chars)
     turn.update(res)
-    obs_ids = tok.encode(observation(res["status"], res["stdout"], res["error"], res["truncated"]),
-                         add_special_tokens=False)
+    if lim.chat:  # a tool message through the chat template (its own separators around it)
+        body = observation(res["status"], res["stdout"], res["error"], res["truncated"], fenced=False)
+        obs_ids = message_ids(tok, "tool", body, ended=False)
+    else:
+        obs_ids = tok.encode(observation(res["status"], res["stdout"], res["error"], res["truncated"]),
+                             add_special_tokens=False)
     obs_ids = obs_ids[: max(0, lim.total - len(t.token_ids))]
     o0 = len(t.token_ids)
     t.token_ids.extend(obs_ids)
@@ -517,5 +540,5 @@ def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) ->
         t.finish_reason = "length"
 
 
-__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "feedback_ids", "observation",
+__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "feedback_ids", "message_ids", "observation",
            "rollout_with_feedback", "rollout_with_tools", "run_tool", "with_tool_hint"]
