@@ -26,30 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from rewardlab.rewards import get_reward
-from rewardlab.rewards.base import CheapReward, RewardResult
+from rewardlab.testing import coin_reward
 
 
-class CoinReward(CheapReward):
-    """0 or 1 with probability 1/2 from a seeded stream: independent of the trajectory."""
-
-    name = "coin"
-    isolated = True
-
-    def __init__(self) -> None:
-        self.rng = random.Random(0)
-
-    def __call__(self, completion: str, reference=None, **meta) -> RewardResult:
-        return RewardResult(float(self.rng.random() < 0.5))
-
-
-coin = CoinReward()
+coin = coin_reward()  # independent of the trajectory (rewardlab.testing)
 
 
 def settings(args: argparse.Namespace, seed: int, out: Path, mode: str) -> list[str]:

@@ -113,3 +113,25 @@ def build_tiny_model(
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def coin_reward():
+    """A learning control: 0 or 1 with probability 1/2 from a seeded stream (``.rng``), independent of
+    the completion. ``score_batch`` calls a cheap isolated reward on the caller's thread in input
+    order, so reseeding ``.rng`` before a run makes the run deterministic."""
+    import random
+
+    from rewardlab.rewards.base import CheapReward, RewardResult
+
+    class CoinReward(CheapReward):
+        name = "coin"
+        isolated = True
+
+        def __init__(self) -> None:
+            self.rng = random.Random(0)
+
+        def __call__(self, completion: str, reference=None, **meta) -> RewardResult:
+            return RewardResult(float(self.rng.random() < 0.5))
+
+    return CoinReward()
+

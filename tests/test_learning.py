@@ -25,13 +25,13 @@ Seeded, one thread: the curves repeat exactly here. About 8 s per run on one cor
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 
 from rewardlab.algos import ALGOS
 from rewardlab.rewards.base import CheapReward, RewardResult
+from rewardlab.testing import coin_reward
 
 STEPS = 20
 RISE = 0.3  # normal runs: last-3 mean - first-3 mean must be at least this
@@ -60,24 +60,8 @@ class LettersReward(CheapReward):
         return RewardResult(letter_fraction(completion))
 
 
-class CoinReward(CheapReward):
-    """0 or 1 with probability 1/2 from a seeded stream: independent of the completion.
-
-    ``score_batch`` calls ``fast`` on the caller's thread in input order, so the stream, reseeded
-    before each run, makes the run deterministic."""
-
-    name = "coin"
-    isolated = True
-
-    def __init__(self) -> None:
-        self.rng = random.Random(0)
-
-    def __call__(self, completion: str, reference=None, **meta) -> RewardResult:
-        return RewardResult(float(self.rng.random() < 0.5))
-
-
 letters = LettersReward()
-coin = CoinReward()
+coin = coin_reward()  # a coin flip, independent of the completion (rewardlab.testing)
 
 
 def run(tmp_path: Path, model: Path, algo: str, reward: str, **over) -> list[float]:
