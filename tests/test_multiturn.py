@@ -353,3 +353,17 @@ def test_chat_format_observations_are_the_templates_tool_message(lm):
     P = len(t.prompt_ids)
     for k in range(o1, len(t.token_ids)):
         assert abs(float(logp[P + k - 1, t.token_ids[k]]) - t.logprobs[k]) < 1e-4
+
+
+def test_the_episode_tool_time_budget(lm):
+    """Each call gets what is left of the episode's tool seconds; once spent, a call is not run."""
+    model, tok = lm
+    sleep = tok.encode("```python\nimport time\ntime.sleep(60)\n```", add_special_tokens=False)
+    t0 = time.monotonic()
+    (t,) = rollout_with_tools(Scripted(model, sleep, times=3), tok, ["Go:"], n=1,
+                              sampling=_sampling(len(sleep) + 4, seed=0), execute=execute, max_turns=3,
+                              max_total_tokens=400, tool_timeout_s=1.0, episode_timeout_s=1.5)
+    assert time.monotonic() - t0 < 20
+    statuses = [turn["status"] for turn in t.turns if turn["code"] is not None]
+    assert statuses[:2] == ["timeout", "timeout"] and 1.0 <= t.tool_seconds
+    assert statuses[2:] == ["budget"] and "[budget] the episode's tool time budget is spent" in t.text

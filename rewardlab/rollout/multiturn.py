@@ -37,6 +37,7 @@ and its observation appended; generation stops there). A block left unclosed is 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -66,6 +67,8 @@ class Trajectory:
     ``status`` ("ok", "error", "timeout", "output_limit", "memory", "sandbox_error", ...),
     ``sandbox_status``, ``stdout`` (truncated), ``truncated``, ``observation`` [start, end) span."""
     tool_calls: int = 0
+    tool_seconds: float = 0.0
+    """Wall-clock seconds the tool calls took (what the per-episode budget counts)."""
     finish_reason: str | None = None
     """"stop" (EOS), "length" (a token budget), "max_turns" (max_turns tool calls made); None while sampling."""
     text: str = ""
@@ -145,7 +148,7 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
                        execute: Callable[..., Any] | None = None, max_turns: int = 3, max_total_tokens: int = 256,
                        max_model_tokens: int | None = None, tool_timeout_s: float = 2.0,
                        max_output_chars: int = 500, batch_size: int = 64, engine: Any = None,
-                       observation_format: str = "fenced") -> list[Trajectory]:
+                       observation_format: str = "fenced", episode_timeout_s: float | None = None) -> list[Trajectory]:
     """``len(prompts) * n`` trajectories, prompt-major (``out[i * n + j]`` is sample j of prompt i).
 
     ``sampling``: temperature / top-k / top-p / seed as for the engines; ``max_new_tokens`` caps the
@@ -154,7 +157,9 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
     ``execute`` runs the code (the sandbox's :func:`rewardlab.sandbox.execute`; never model code in
     this process). ``batch_size``: trajectories decoded together in one turn. ``engine``: sample through
     an engine that continues exact token ids (``continue_ids``: the vLLM engine) instead of ``model``.
-    ``observation_format``: :data:`OBSERVATION_FORMATS`.
+    ``observation_format``: :data:`OBSERVATION_FORMATS`. ``episode_timeout_s``: the tool seconds of
+    one trajectory (each call gets at most what is left; once spent, a call is not run and its
+    observation says so, status ``"budget"``); None = ``max_turns x tool_timeout_s``.
     """
     if execute is None:
         raise RewardlabError("rollout_with_tools needs execute= (e.g. rewardlab.sandbox.execute): tool code "
@@ -164,7 +169,8 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
     if observation_format not in OBSERVATION_FORMATS:
         raise RewardlabError(f"observation_format must be one of {OBSERVATION_FORMATS}, got {observation_format!r}")
     limits = _Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, max_turns,
-                     tool_timeout_s, max_output_chars, chat=observation_format == "chat")
+                     tool_timeout_s, max_output_chars, chat=observation_format == "chat",
+                     episode=episode_timeout_s if episode_timeout_s is not None else max_turns * tool_timeout_s)
 
     def tool_calls(live: list[Trajectory]) -> None:
         for t in live:
@@ -320,13 +326,16 @@ class ToolEngine:
     """An engine that continues exact token ids (the vLLM engine): it samples instead of ``model``."""
     observation_format: str = "fenced"
     """:data:`OBSERVATION_FORMATS`."""
+    episode_timeout_s: float | None = None
+    """Tool seconds per trajectory (None: max_turns x tool_timeout_s)."""
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
         trajs = rollout_with_tools(self.model, self.tokenizer, prompts, n, sampling, execute=self.execute,
                                    max_turns=self.max_turns, max_total_tokens=self.max_total_tokens,
                                    max_model_tokens=sampling.max_new_tokens, tool_timeout_s=self.tool_timeout_s,
                                    max_output_chars=self.max_output_chars, batch_size=self.batch_size,
-                                   engine=self.engine, observation_format=self.observation_format)
+                                   engine=self.engine, observation_format=self.observation_format,
+                                   episode_timeout_s=self.episode_timeout_s)
         return [t.completion() for t in trajs]
 
     def load_weights(self, model: Any) -> None:
@@ -374,6 +383,7 @@ class _Limits:
     timeout: float
     chars: int
     chat: bool = False  # observations as chat-template tool messages
+    episode: float = float("inf")  # tool seconds per trajectory
 
 
 def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, device,
@@ -516,11 +526,17 @@ def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) ->
     """Run the last turn's code in the sandbox and append its observation (loss mask 0)."""
     turn = t.turns[-1]
     t.tool_calls += 1
+    left = lim.episode - t.tool_seconds
     if not turn["code"].strip():  # a malformed call: nothing to run; the observation says so
         res = {"status": "malformed", "sandbox_status": None, "stdout": "", "truncated": False,
                "error": "empty code block"}
+    elif left <= 0:  # the episode's tool time is spent: not run, and the observation says so
+        res = {"status": "budget", "sandbox_status": None, "stdout": "", "truncated": False,
+               "error": "the episode's tool time budget is spent"}
     else:
-        res = run_tool(execute, turn["code"], lim.timeout, lim.chars)
+        t0 = time.monotonic()
+        res = run_tool(execute, turn["code"], min(lim.timeout, left), lim.chars)
+        t.tool_seconds += time.monotonic() - t0
     turn.update(res)
     if lim.chat:  # a tool message through the chat template (its own separators around it)
         body = observation(res["status"], res["stdout"], res["error"], res["truncated"], fenced=False)

@@ -114,6 +114,9 @@ class _Settings:
     the model's own tokens, in one turn and in all."""
     tool_timeout: float = 2.0
     """--tools: seconds one tool call may run in the sandbox."""
+    tool_episode_timeout: float = 0.0
+    """--tools: tool seconds per trajectory, all calls together (0 = max_turns x tool_timeout); once spent, a call
+    is not run and its observation says so."""
     tool_format: str = "fenced"
     """--tools: how a tool's output comes back: fenced (an ```output block inside the assistant's turn) or chat
     (a tool message through the chat template, with its own separators)."""
@@ -373,8 +376,10 @@ def validate(cfg: TrainConfig) -> None:
     _choice("rollout", cfg.rollout, ("hf", "vllm"))
     _choice("tools", cfg.tools, TOOLS)
     _choice("tool_format", cfg.tool_format, ("fenced", "chat"))
-    if cfg.max_turns < 1 or cfg.max_total_tokens < 0 or cfg.tool_output_chars < 1 or not cfg.tool_timeout > 0:
-        raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens >= 0, --tool-timeout > 0")
+    if (cfg.max_turns < 1 or cfg.max_total_tokens < 0 or cfg.tool_output_chars < 1 or not cfg.tool_timeout > 0
+            or cfg.tool_episode_timeout < 0):
+        raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens and "
+                             "--tool-episode-timeout >= 0, --tool-timeout > 0")
     if cfg.feedback != "none":
         if cfg.tools != "none" or cfg.rollout != "hf":
             raise RewardlabError("--feedback runs on the HF engine without --tools (one or the other, for now)")

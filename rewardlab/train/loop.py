@@ -259,7 +259,8 @@ def load(run: Run, threads: int | None) -> None:
                                 max_total_tokens=total_token_budget(cfg), tool_timeout_s=cfg.tool_timeout,
                                 max_output_chars=cfg.tool_output_chars, batch_size=cfg.rollout_batch_size,
                                 engine=run.engine if cfg.rollout == "vllm" else None,
-                                observation_format=cfg.tool_format)
+                                observation_format=cfg.tool_format,
+                                episode_timeout_s=cfg.tool_episode_timeout or None)
     elif cfg.feedback != "none":  # --- a critic that talks back: feedback, then a second answer ---
         run.engine = feedback.feedback_engine(run, start)
     run.say(f"  peak memory after loading   {peak_rss_mb():.0f} MiB RSS (memory/peak_rss_mb in every metrics row)")
