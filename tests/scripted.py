@@ -59,3 +59,14 @@ class _ProxyCache:
     def batch_select_indices(self, indices):
         self.owner.state = [self.owner.state[i] for i in indices.tolist()]
         self.inner.batch_select_indices(indices)
+
+
+def assert_sampler_logprobs(model, t, start: int = 0, tol: float = 1e-4) -> None:
+    """A forward pass of ``model`` over ``t.prompt_ids + t.token_ids`` gives the trajectory's recorded
+    log-prob at every sampled position from ``start`` on (the raw softmax: sampling at temperature 1)."""
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([t.prompt_ids + t.token_ids])).logits[0].float(), -1)
+    P = len(t.prompt_ids)
+    for k in range(start, len(t.token_ids)):
+        if t.loss_mask[k]:
+            assert abs(float(logp[P + k - 1, t.token_ids[k]]) - t.logprobs[k]) < tol, (k, t.logprobs[k])

@@ -16,7 +16,7 @@ import torch
 from rewardlab import cli
 from rewardlab.rollout.base import SamplingParams
 from rewardlab.rollout.multiturn import feedback_ids, rollout_with_feedback
-from scripted import Scripted
+from scripted import Scripted, assert_sampler_logprobs
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +53,7 @@ def test_the_feedback_turn_is_the_templates_text_and_the_log_probs_are_exact(lm)
     assert t.token_ids[o0:o1] == feedback_ids(tok, "Check the sum again.", ended=True)
     assert set(t.loss_mask[o0:o1]) == {0} and set(t.loss_mask[o1:]) == {1} and o1 < len(t.token_ids)
     assert t.answer == tok.decode(t.token_ids[o1:], skip_special_tokens=True)
-    with torch.no_grad():  # the second answer: the model's log-probs over the exact ids
-        logp = torch.log_softmax(model(input_ids=torch.tensor([t.prompt_ids + t.token_ids])).logits[0].float(), -1)
-    P = len(t.prompt_ids)
-    for k in range(o1, len(t.token_ids)):
-        assert abs(float(logp[P + k - 1, t.token_ids[k]]) - t.logprobs[k]) < 1e-4
+    assert_sampler_logprobs(model, t, o1)  # the second answer: the model's log-probs over the exact ids
 
 
 def test_an_answer_cut_at_the_budget_gets_its_end_of_turn_inserted(lm):
