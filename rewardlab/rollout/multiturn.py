@@ -1,37 +1,41 @@
-"""Multi-turn, tool-using rollouts on a Hugging Face causal LM, with token-exact trajectories.
+"""Multi-turn rollouts with token-exact trajectories: the sandbox as the model's Python tool, and a
+critic's feedback between two answers.
 
     from rewardlab.sandbox import execute
     trajs = rollout_with_tools(model, tok, prompts, n=4, sampling=SamplingParams(max_new_tokens=256, seed=0),
                                execute=execute, max_turns=3, max_total_tokens=512)
-    t = trajs[0]; t.token_ids, t.loss_mask, t.logprobs, t.turns, t.finish_reason, t.text
+    t = trajs[0]; t.token_ids, t.loss_mask, t.logprobs, t.turns, t.finish_reason, t.answer
+    ToolEngine(model, tok, execute=execute).generate(prompts, n, sampling)      # engine interface
+    rollout_with_feedback(model, tok, prompts, n, sampling, critic=...)         # answer, feedback, answer
 
-Each trajectory alternates model turns and tool observations. The model samples until the text it
-sampled *this turn* contains a closed fenced block (```` ```python ... ``` ````), EOS, or the token
-budget. The code of the block runs in the sandbox (``execute``: the sandbox's
-:func:`rewardlab.sandbox.execute` or a pool's ``execute``, passed in by the caller because the
-import rules keep ``rollout`` from importing ``sandbox``; stdio style, empty stdin), and an
-observation ``"\\n```output\\n{stdout}\\n```\\n"`` is appended; then the model samples again.
+**Tool turns.** The model samples until the text it sampled *this turn* holds a closed fenced block
+(```` ```python ... ``` ```` or ```` ```py ````), EOS, or a budget. The block's code runs in the sandbox
+(``execute``: the sandbox's :func:`rewardlab.sandbox.execute`, passed in by the caller because the
+import rules keep ``rollout`` from importing ``sandbox``; stdio style, empty stdin), and an observation
+is appended: ``"\n```output\n{stdout}\n```\n"`` (``observation_format="fenced"``) or a ``tool`` message
+through the chat template (``"chat"``); then the model samples again. An empty block is a malformed
+call: not run, its observation says so. A block left unclosed is not a tool call.
 
-Token-exactness: ``prompt_ids + token_ids`` is exactly the sequence the model was run on while
-sampling. Sampled tokens are appended as the ids that were drawn (never decoded and re-encoded:
-decoding is used only to *detect* the closing fence, and a turn ends at the token where it
-appears, so turns are cut at token boundaries of what was sampled); only the observation text is
-encoded (``tokenizer.encode(obs, add_special_tokens=False)``) and its ids are appended with
-``loss_mask`` 0 and ``logprobs`` None. Re-tokenizing the whole text instead would merge tokens
-across the model/observation boundary (BPE) and give the trainer a different sequence than the one
-sampled, so its log-probs would not match the sampler's. Here a forward pass of
-``prompt_ids + token_ids`` gives, at each ``loss_mask == 1`` position, the recorded sampler log-prob
-(up to float rounding of the KV-cached decode), under the same temperature / top-k / top-p warpers
-(HF's own classes, as :class:`~rewardlab.rollout.hf.HFEngine` applies them).
+**Token-exactness.** ``prompt_ids + token_ids`` is exactly the sequence the model was run on while
+sampling. Sampled tokens are appended as the ids that were drawn (decoding only *detects* the
+closing fence, and a turn ends at the token where it appears); only inserted text (an observation,
+a feedback turn) is encoded, alone, and appended with ``loss_mask`` 0 and ``logprobs`` None.
+Re-tokenizing the whole text instead would merge tokens across the boundary (BPE) and give the
+trainer a different sequence than the one sampled. A forward pass of ``prompt_ids + token_ids``
+gives, at each ``loss_mask == 1`` position, the recorded log-prob (up to float rounding), under the
+same temperature / top-k / top-p warpers as :class:`~rewardlab.rollout.hf.HFEngine`.
 
-Trajectories are sampled in batches, a turn at a time: each turn prefills every live trajectory's
-context (prompt + all its tokens so far, as ids, left-padded) once and decodes the rows in lockstep
-on a KV cache, rows leaving the batch as their turn ends; then the turn's tool calls run and their
-observations are appended. An empty block is a malformed call: it is not run, and its observation
-says so (status ``"malformed"``). ``finish_reason``: ``"stop"`` (the model sampled EOS), ``"length"`` (``max_total_tokens``,
-counted over sampled and inserted tokens, or ``sampling.max_new_tokens`` sampled tokens in one turn;
-an observation past the budget is cut at it), ``"max_turns"`` (the ``max_turns``-th tool call was run
-and its observation appended; generation stops there). A block left unclosed is not a tool call.
+**Batching.** Trajectories are decoded in batches, a turn at a time: each turn prefills every live
+trajectory's exact context once (left-padded; rows with the same context, a group's first turn,
+share one prefill) and decodes the rows in lockstep on a KV cache, rows leaving the batch as their
+turn ends; then the turn's tool calls run. Each trajectory draws from its own random stream, so the
+batching never changes what is sampled. An engine with ``continue_ids`` (the vLLM engine) can
+sample instead, one call per fence.
+
+``finish_reason``: ``"stop"`` (EOS), ``"length"`` (``max_total_tokens`` over sampled and inserted
+tokens, the model-token budget, or ``sampling.max_new_tokens`` in one turn; an observation past the
+budget is cut at it), ``"max_turns"`` (the ``max_turns``-th tool call was run and its observation
+appended).
 """
 
 from __future__ import annotations
