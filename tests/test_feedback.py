@@ -95,6 +95,7 @@ def test_the_critic_trains_every_k_steps(tiny_model_dir, tmp_path):
     (["--feedback", "ref", "--tools", "python"], "without --tools"),
     (["--feedback", "ref", "--feedback-train-every", "2"], "--feedback policy"),
     (["--feedback", "ref", "--feedback-prompt", "no {slot}"], "template"),
+    (["--algo", "grpo", "--feedback", "ref", "--group-size-policy", "variance"], "fixed --group-size"),
 ])
 def test_bad_feedback_settings_are_one_line_errors(tiny_model_dir, tmp_path, capsys, extra, msg):
     with pytest.raises(SystemExit) as e:

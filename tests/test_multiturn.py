@@ -273,9 +273,6 @@ class ContinuingEngine:
     def __init__(self, model, tok, script):
         self.model, self.tok, self.script, self.calls = model, tok, script, []
 
-    def _encode(self, text):
-        return list(self.tok(text, add_special_tokens=False)["input_ids"])
-
     def continue_ids(self, contexts, sampling, *, max_tokens, seeds, stop):
         self.calls.append(len(contexts))
         out = []

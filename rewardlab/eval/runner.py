@@ -186,7 +186,7 @@ def _eval_benchmark(
             if len(comps) != len(prompts) * n:
                 raise RewardlabError(f"engine returned {len(comps)} completions for {len(prompts)} prompts x n={n}")
             texts = [c.text for c in comps]
-            answers = [c.text if getattr(c, "answer_text", None) is None else c.answer_text for c in comps]
+            answers = [getattr(c, "graded_text", c.text) for c in comps]
             graded, results = _grade(spec, slot_rows, answers, n)  # tools: the model's last turn is the answer
             records = []
             for i, row in enumerate(slot_rows):
@@ -212,8 +212,7 @@ def _eval_benchmark(
                     rec["tool_calls"] = [c.tool_calls for c in comps[sl]]
                     rec["tool_status"] = [[t["status"] for t in (c.turns or []) if t.get("code") is not None]
                                           for c in comps[sl]]
-                    rec["model_tokens"] = [sum(c.loss_mask) if c.loss_mask is not None else len(c.token_ids)
-                                           for c in comps[sl]]
+                    rec["model_tokens"] = [c.model_tokens for c in comps[sl]]
                 records.append(rec)
             store.append(records)
             for rec in records:

@@ -74,6 +74,16 @@ class Completion:
     tool_calls: int = 0
     """Tool rollouts: how many tool calls were run."""
 
+    @property
+    def graded_text(self) -> str:
+        """What a reward grades: the model's last turn for a tool or feedback rollout, else the whole text."""
+        return self.text if self.answer_text is None else self.answer_text
+
+    @property
+    def model_tokens(self) -> int:
+        """Tokens the model sampled (inserted observation tokens excluded)."""
+        return len(self.token_ids) if self.loss_mask is None else sum(self.loss_mask)
+
 
 @runtime_checkable
 class RolloutEngine(Protocol):

@@ -40,6 +40,7 @@ appended).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass, field
@@ -185,7 +186,7 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
 
 
 def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
-                          critic: Callable[[list[int], list[str]], list[str]], max_total_tokens: int = 256,
+                          critic: Callable[[list[int], list[str]], list[Any]], max_total_tokens: int = 256,
                           max_model_tokens: int | None = None, batch_size: int = 64) -> list[Trajectory]:
     """Two attempts with feedback between them (the "dual-agent" loop): the model answers; ``critic(prompt
     indices, answers) -> feedback`` (texts, or the critic's Completions, kept as ``turns[0]["critic"]``)
@@ -214,12 +215,7 @@ def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int
             if not isinstance(reply, str):
                 t.turns[0]["critic"] = reply
             ids = feedback_ids(tokenizer, str(text), ended=bool(t.token_ids) and t.token_ids[-1] in eos)
-            ids = ids[: max(0, limits.total - len(t.token_ids))]
-            o0 = len(t.token_ids)
-            t.token_ids.extend(ids)
-            t.loss_mask.extend([0] * len(ids))
-            t.logprobs.extend([None] * len(ids))
-            t.turns[0].update(feedback=str(text), observation=[o0, len(t.token_ids)])
+            t.turns[0].update(feedback=str(text), observation=_insert(t, ids, limits.total))
             t.finish_reason = None if len(t.token_ids) < limits.total else "length"
 
     return _multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, feedback, tools=False)
@@ -260,48 +256,38 @@ def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingP
     ``after_turn(live)`` (tool calls, feedback), until every trajectory has a ``finish_reason``."""
     if n < 1 or limits.total < 1 or batch_size < 1:
         raise RewardlabError(f"n, max_total_tokens and batch_size must be >= 1, got {n}, {limits.total}, {batch_size}")
-    if engine is not None:
-        return _engine_multiturn(engine, tokenizer, prompts, n, sampling, limits, after_turn, tools=tools)
-    device = next(model.parameters()).device
-    bos = tokenizer.bos_token
-    encoded = [tokenizer(p, add_special_tokens=not (bos and p.startswith(bos)))["input_ids"] for p in prompts]
-    trajs = [Trajectory(i, list(pids)) for i, pids in enumerate(encoded) for _ in range(n)]
-    live = list(trajs)
-    with _inference_mode(model), _seeded(sampling.seed, device):
-        import torch  # lazy: see the module docstring
+    bos = tokenizer.bos_token  # chat templates often emit BOS themselves (the engines' rule)
+    trajs = [Trajectory(i, list(tokenizer(p, add_special_tokens=not (bos and p.startswith(bos)))["input_ids"]))
+             for i, p in enumerate(prompts) for _ in range(n)]
+    with contextlib.ExitStack() as stack:
+        if engine is None:  # one random stream per trajectory: its tokens do not depend on the batching
+            import torch  # lazy: see the module docstring
 
-        base = int(torch.randint(0, 2**62, (1,)))  # from the seed (or the global stream when seed is None)
-        # one random stream per trajectory: its tokens do not depend on how the trajectories are batched
-        rngs = {id(t): torch.Generator(device=device).manual_seed((base + 1_000_003 * k) % 2**63)
-                for k, t in enumerate(trajs)}
+            device = next(model.parameters()).device
+            stack.enter_context(_inference_mode(model))
+            stack.enter_context(_seeded(sampling.seed, device))
+            base = int(torch.randint(0, 2**62, (1,)))  # from the seed (or the global stream when seed is None)
+            rngs = {id(t): torch.Generator(device=device).manual_seed((base + 1_000_003 * k) % 2**63)
+                    for k, t in enumerate(trajs)}
+
+            def turn(live: list[Trajectory]) -> None:
+                for k in range(0, len(live), batch_size):
+                    _turn(model, tokenizer, live[k : k + batch_size], sampling, limits, device, rngs, tools=tools)
+        else:  # one seed per trajectory and call
+            def stream(k: int) -> Callable[[], int | None]:
+                calls = iter(range(10**9))
+                return lambda: (None if sampling.seed is None
+                                else (sampling.seed * 1_000_003 + k * 7919 + next(calls)) % 2**31)
+
+            seeds = {id(t): stream(k) for k, t in enumerate(trajs)}
+
+            def turn(live: list[Trajectory]) -> None:
+                _engine_turn(engine, tokenizer, live, sampling, limits, seeds, tools=tools)
+        live = list(trajs)
         while live:
-            for k in range(0, len(live), batch_size):
-                _turn(model, tokenizer, live[k : k + batch_size], sampling, limits, device, rngs, tools=tools)
+            turn(live)
             after_turn(live)
             live = [t for t in live if t.finish_reason is None]
-    return _finish(tokenizer, trajs)
-
-
-def _engine_multiturn(engine, tokenizer, prompts: list[str], n: int, sampling: SamplingParams, limits: "_Limits",
-                      after_turn: Callable[[list[Trajectory]], None], *, tools: bool) -> list[Trajectory]:
-    """:func:`_multiturn` on an engine that continues exact ids: one seed stream per trajectory, one call per turn step."""
-    encoded = [engine._encode(p) for p in prompts]
-    trajs = [Trajectory(i, list(pids)) for i, pids in enumerate(encoded) for _ in range(n)]
-
-    def stream(k: int) -> Callable[[], int | None]:
-        calls = iter(range(10**9))
-        return lambda: None if sampling.seed is None else (sampling.seed * 1_000_003 + k * 7919 + next(calls)) % 2**31
-
-    seeds = {id(t): stream(k) for k, t in enumerate(trajs)}
-    live = list(trajs)
-    while live:
-        _engine_turn(engine, tokenizer, live, sampling, limits, seeds, tools=tools)
-        after_turn(live)
-        live = [t for t in live if t.finish_reason is None]
-    return _finish(tokenizer, trajs)
-
-
-def _finish(tokenizer, trajs: list[Trajectory]) -> list[Trajectory]:
     for t in trajs:
         t.text = tokenizer.decode(t.token_ids, skip_special_tokens=True)
         a, b = t.turns[-1]["sampled"]
@@ -405,13 +391,8 @@ def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _L
     eos = set(_eos_ids(model, tok))
     greedy = sampling.temperature <= 0  # greedy: the argmax of the raw logits, its log-prob under them
     warpers = [] if greedy else _warpers(sampling)
-    starts = [len(t.token_ids) for t in chunk]
-    caps = [min(lim.turn, lim.total - len(t.token_ids), lim.model - sum(t.loss_mask)) for t in chunk]  # tokens this turn
+    starts, caps = _open_turns(chunk, lim)
     rows = [i for i, c in enumerate(caps) if c > 0]
-    for i, t in enumerate(chunk):
-        t.turns.append({"sampled": [starts[i], starts[i]], "code": None, "status": None, "observation": None})
-        if caps[i] <= 0:
-            t.finish_reason = "length"
     if not rows:
         return
     ctx = [chunk[i].prompt_ids + chunk[i].token_ids for i in rows]
@@ -437,11 +418,11 @@ def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _L
     T = max(caps[i] for i in rows)
     if not _preallocate(cache, same, T):  # (U, ...) -> (A, ...): every row gets its context's keys / values
         cache.reorder_cache(same)
-    ids, mask, pos = ids[same], mask[same], pos[same]  # (A, L)
+    mask = mask[same]  # (A, L)
     can_drop = hasattr(cache, "batch_select_indices")
-    next_pos = pos[:, -1] + 1  # (A,)
+    next_pos = pos[same, -1] + 1  # (A,)
     active = list(rows)  # batch row -> chunk index
-    dummy = ids[:, -1:]  # warpers take input_ids but read the scores only
+    dummy = ids[same, -1:]  # (A, 1) warpers take input_ids but read the scores only
     while True:
         scores = logits  # (A, V)
         if greedy:
@@ -495,12 +476,7 @@ def _engine_turn(engine, tok, chunk: list[Trajectory], sampling: SamplingParams,
     """One model turn through an engine that continues exact token ids (``engine.continue_ids``: the vLLM
     engine): each call runs until EOS, the budget or the next fence (`````), and a row whose turn now holds
     a closed python block has made its tool call; the others continue from their exact ids."""
-    starts = [len(t.token_ids) for t in chunk]
-    caps = [min(lim.turn, lim.total - len(t.token_ids), lim.model - sum(t.loss_mask)) for t in chunk]
-    for i, t in enumerate(chunk):
-        t.turns.append({"sampled": [starts[i], starts[i]], "code": None, "status": None, "observation": None})
-        if caps[i] <= 0:
-            t.finish_reason = "length"
+    starts, caps = _open_turns(chunk, lim)
     active = [i for i, c in enumerate(caps) if c > 0]
     while active:
         ts = [chunk[i] for i in active]
@@ -526,6 +502,28 @@ def _engine_turn(engine, tok, chunk: list[Trajectory], sampling: SamplingParams,
         active = still
 
 
+def _insert(t: Trajectory, ids: list[int], total: int) -> list[int]:
+    """Append inserted (not sampled) ids, cut at the ``total`` token budget, with loss mask 0; their [start, end) span."""
+    ids = ids[: max(0, total - len(t.token_ids))]
+    start = len(t.token_ids)
+    t.token_ids.extend(ids)
+    t.loss_mask.extend([0] * len(ids))
+    t.logprobs.extend([None] * len(ids))
+    return [start, len(t.token_ids)]
+
+
+def _open_turns(chunk: list[Trajectory], lim: _Limits) -> tuple[list[int], list[int]]:
+    """Start a turn in every trajectory of ``chunk``: each one's start index and the tokens it may sample now
+    (a trajectory with none left ends with ``"length"``)."""
+    starts = [len(t.token_ids) for t in chunk]
+    caps = [min(lim.turn, lim.total - len(t.token_ids), lim.model - sum(t.loss_mask)) for t in chunk]
+    for start, cap, t in zip(starts, caps, chunk):
+        t.turns.append({"sampled": [start, start], "code": None, "status": None, "observation": None})
+        if cap <= 0:
+            t.finish_reason = "length"
+    return starts, caps
+
+
 def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) -> None:
     """Run the last turn's code in the sandbox and append its observation (loss mask 0)."""
     turn = t.turns[-1]
@@ -548,12 +546,7 @@ def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) ->
     else:
         obs_ids = tok.encode(observation(res["status"], res["stdout"], res["error"], res["truncated"]),
                              add_special_tokens=False)
-    obs_ids = obs_ids[: max(0, lim.total - len(t.token_ids))]
-    o0 = len(t.token_ids)
-    t.token_ids.extend(obs_ids)
-    t.loss_mask.extend([0] * len(obs_ids))
-    t.logprobs.extend([None] * len(obs_ids))
-    turn["observation"] = [o0, len(t.token_ids)]
+    turn["observation"] = _insert(t, obs_ids, lim.total)
     if t.tool_calls >= lim.turns:
         t.finish_reason = "max_turns"
     elif len(t.token_ids) >= lim.total or sum(t.loss_mask) >= lim.model:

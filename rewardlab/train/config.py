@@ -383,6 +383,8 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.feedback != "none":
         if cfg.tools != "none" or cfg.rollout != "hf":
             raise RewardlabError("--feedback runs on the HF engine without --tools (one or the other, for now)")
+        if resolve_algo(cfg).group_size_policy == "variance":
+            raise RewardlabError("--feedback runs with a fixed --group-size (not --group-size-policy variance)")
         if cfg.feedback_tokens < 1:
             raise RewardlabError(f"--feedback-tokens must be >= 1, got {cfg.feedback_tokens}")
         try:

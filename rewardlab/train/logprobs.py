@@ -133,18 +133,27 @@ def pad_batch(samples: list[Any], pad_id: int, device: Any) -> dict[str, Any]:
             ids[i, P : P + r] = torch.tensor(s.token_ids)
             attn[i, P : P + r] = 1
     pos = (attn.cumsum(-1) - 1).clamp(min=0)  # (B, P+R)
-    loss_mask = attn[:, P:].float()  # (B, R)
-    for i, s in enumerate(samples):
-        if getattr(s, "loss_mask", None) is not None:
-            loss_mask[i, : len(s.loss_mask)] = torch.tensor(s.loss_mask, dtype=torch.float32)
     return {
         "input_ids": ids.to(device),
         "attention_mask": attn.to(device),
         "position_ids": pos.to(device),
         "response_ids": ids[:, P:].to(device),  # (B, R)
-        "response_mask": loss_mask.to(device),  # (B, R)
+        "response_mask": loss_mask(samples, R).to(device),  # (B, R)
         "R": R,
     }
+
+
+def loss_mask(samples: list[Any], width: int) -> torch.Tensor:
+    """``(B, width)`` float: 1 at each response token the model sampled, 0 at padding and at a tool rollout's
+    inserted observation tokens (a sample's ``loss_mask``; None = every token was sampled)."""
+    out = torch.zeros((len(samples), width), dtype=torch.float32)  # (B, width)
+    for i, s in enumerate(samples):
+        m = getattr(s, "loss_mask", None)
+        if m is not None:
+            out[i, : len(m)] = torch.tensor(m, dtype=torch.float32)
+        else:
+            out[i, : len(s.token_ids)] = 1.0
+    return out
 
 
 def token_logprobs(model: Any, batch: dict[str, Any], *, with_entropy: bool = False, autocast: Any = None):
@@ -240,5 +249,5 @@ def shared_prompt_logprobs(model: Any, samples: list[Any], pad_id: int, device: 
     return lp, ent, hidden
 
 
-__all__ = ["FrozenPrefix", "decoder_blocks", "freeze_to_top_layers", "pad_batch", "shared_prompt_logprobs",
+__all__ = ["FrozenPrefix", "decoder_blocks", "freeze_to_top_layers", "loss_mask", "pad_batch", "shared_prompt_logprobs",
            "token_logprobs"]

@@ -56,7 +56,7 @@ from rewardlab.train.checkpoint import (checkpoint_bytes, clean_partial, latest_
                                         save_checkpoint, set_rng_state)
 from rewardlab.train.config import (TrainConfig, check_model, derive, describe_diff, resolve_algo,
                                     resolve_device, save_yaml, settings_diff, to_dict, total_token_budget)
-from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
+from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers, loss_mask
 from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters
 from rewardlab.train.metrics import gen_metrics, peak_rss_mb, step_metrics, tool_metrics
 from rewardlab.train.runtime import (Batch, Interrupted, PromptStream, Run, Sample, StopFlag, build_reward, logprobs_of,
@@ -426,8 +426,7 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
     t0 = time.perf_counter()
     rows = [run.rows[mine[c.prompt_index][0]] for c in outs]
     metas = [{k: v for k, v in (row.meta or {}).items() if k != "reward"} for row in rows]
-    graded = [c.text if c.answer_text is None else c.answer_text for c in outs]  # tools: the model's last turn
-    results = score_batch(run.reward_fn, graded, [row.reference for row in rows], metas,
+    results = score_batch(run.reward_fn, [c.graded_text for c in outs], [row.reference for row in rows], metas,
                           deadline=cfg.reward_deadline, workers=cfg.reward_workers)
     local: list[Sample] = []
     for c, row, res in zip(outs, rows, results):
@@ -480,10 +479,8 @@ def set_advantages(run: Run, kept: list[Sample]) -> None:
         return
     # --- advantage estimators (RLOO, REINFORCE++, OPO, pass@k, ReMax, GPG, GAE): per token, as verl ---
     lengths = torch.tensor([len(s.token_ids) for s in kept])  # (N,)
-    mask = (torch.arange(int(lengths.max()))[None, :] < lengths[:, None]).to(torch.float64)  # (N, R)
-    for i, s in enumerate(kept):  # tool rollouts: observation tokens are not the model's (reward at its last token)
-        if s.loss_mask is not None:
-            mask[i, : len(s.loss_mask)] = torch.tensor(s.loss_mask, dtype=torch.float64)
+    # the loss mask: tool observations are not the model's tokens (the reward sits at its last one)
+    mask = loss_mask(kept, int(lengths.max())).to(torch.float64)  # (N, R)
     token_rewards = advantages.outcome_token_rewards(scores, mask)  # (N, R)
     fn = advantages.ESTIMATORS[algo.advantage]
     if algo.advantage == "gae":  # --- PPO: the critic's values before the update, then GAE ---
@@ -526,8 +523,7 @@ def log_skipped(run: Run, step: int, batch: Batch, t_step: float) -> None:
     reason = (f"no group had reward variance in {batch.gen_round} generation round(s) of {cfg.prompts_per_step} "
               f"prompts (--max-gen-batches {cfg.max_gen_batches}); no update this step")
     run.log.message(f"step {step}: skipped: {reason}")
-    tools = tool_metrics(batch.generated) if cfg.tools != "none" else {}
-    run.log.log(step, {**gen_metrics(run, batch), **tools, "skip_reason": reason, "lr": run.scheduler.get_last_lr()[0],
+    run.log.log(step, {**gen_metrics(run, batch), **tool_metrics(run, batch.generated), "skip_reason": reason, "lr": run.scheduler.get_last_lr()[0],
                        **batch.timings, "time/step": time.perf_counter() - t_step})
 
 

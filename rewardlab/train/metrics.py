@@ -11,7 +11,7 @@ import torch
 
 from rewardlab import algos
 from rewardlab.train import distributed
-from rewardlab.train.feedback import feedback_metrics
+from rewardlab.train.feedback import critic_step, feedback_metrics
 from rewardlab.train.runtime import Batch, Run, Sample, combine_mismatch, mean_or_none
 from rewardlab.train.update import Update
 
@@ -31,10 +31,8 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
                                                         if s.components.get(name) is not None])
     metrics.update(reward_status_counts(batch.generated, run.main_reward))
     metrics.update(gen_metrics(run, batch))
-    if run.cfg.tools != "none":
-        metrics.update(tool_metrics(batch.generated))
-    metrics.update(feedback_metrics(batch.generated, trained_critic=bool(kept) and kept[0].first_score is None
-                                    and batch.generated[0].first_score is not None))
+    metrics.update(tool_metrics(run, batch.generated))
+    metrics.update(feedback_metrics(batch.generated, trained_critic=critic_step(run, batch.step)))
     metrics.update({
         "response_len/mean": mean_or_none([float(x) for x in lengths]),
         "response_len/min": min(lengths),
@@ -94,10 +92,10 @@ def reward_status_counts(samples: list[Sample], main_reward: str) -> dict[str, i
     return dict(sorted(counts.items()))
 
 
-def tool_metrics(samples: list[Sample]) -> dict[str, Any]:
+def tool_metrics(run: Run, samples: list[Sample]) -> dict[str, Any]:
     """``tools/*`` over every generated tool rollout ({} without --tools): how often and how well the tool was used."""
     trajs = [s for s in samples if s.turns is not None]
-    if not trajs:
+    if run.cfg.tools == "none" or not trajs:
         return {}
     calls = [t for s in trajs for t in s.turns if t.get("code") is not None]
     out: dict[str, Any] = {
