@@ -240,6 +240,28 @@ CASES = [
     ("$\\boxed{\\frac{1}{0}}$", "1", 0.0, "division by zero"),
     ("$\\boxed{\\frac{1}{2006!}}$", "\\frac{1}{2004!}", 0.0, "close tiny numbers compared exactly"),
     ("$\\boxed{" + "(" * 500 + "7" + ")" * 500 + "}$", "7", 1.0, "deep redundant parentheses"),
+    ("1e99999999", "5", 0.0, "outside fuzzer: a 10-character exponent that never returned (bounded.decimal)"),
+    ("2e5000000", "-7", 0.0, "5.8 s before: a 5-million-digit literal, now a magnitude"),
+    # --- decimal commas, leading zeros and thousands separators (README, "Decimal commas"); issue 22
+    ("111", "0,111", 0.0, "a first group of 0 is never thousands: 0,111 is 0.111"),
+    ("500", "0,500", 0.0, "0,500 (one half, European) is not 500"),
+    ("0,500", "500", 0.0, "the same, as the prediction"),
+    ("01,000", "1000", 0.0, "a leading zero is never a thousands-separated integer"),
+    ("0,5", "0.5", 1.0, "a decimal comma against a single value"),
+    ("0{,}5", "\\frac12", 1.0, "LaTeX's decimal comma"),
+    ("1000,99", "1000.99", 1.0, "Math-Verify's decimal comma case"),
+    ("1,5", "1.5", 1.0, "not thousands (a group of 1): a decimal comma against a single value"),
+    ("1,5", "15", 0.0, "1,5 is never 15"),
+    ("$\\boxed{1,5}$", "1, 5", 1.0, "against a list it is the pair 1, 5"),
+    ("$\\boxed{6,8}$", "6 \\text{ and } 8", 1.0, "against 'a and b' too"),
+    ("1,500", "1500", 1.0, "a valid thousands separator still reads as thousands"),
+    ("1,500", "1.5", 0.0, "so 1,500 is not one and a half"),
+    ("12,345,678", "12345678", 1.0, "several groups"),
+    ("1 000", "1000", 1.0, "a space as the separator"),
+    ("0 500", "500", 0.0, "but not after a leading 0"),
+    # --- one extraction policy: the slow path grades the extracted answer whole (issue 22)
+    (" 3\ufffdqI 4(Ganswer\ufffd00\ufffd\ufffd", "4", 0.0, "random-model junk: math-verify used to pick the 4 out of it"),
+    (" 4(Ganswer\ufffd", "4", 0.0, "the same junk with the right number first"),
 ]
 
 

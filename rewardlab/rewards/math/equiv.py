@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from rewardlab.rewards.math.bounded import repeating
 from rewardlab.rewards.math.values import (
     Huge,
     Invalid,
@@ -100,8 +101,12 @@ _UNIT_TAIL = re.compile(r"(?<=[\d})\s])\s*+((?:[A-Za-z]{2,}+\.?+\s*+)++)(?:\^\s*
 _ORDINAL = re.compile(r"\^\s*+\{\s*+(?:st|nd|rd|th)\s*+\}|(?<=\d)(?:st|nd|rd|th)\b")
 _DEGREE = re.compile(r"\^\s*+\{?\s*+\\circ\s*+\}?|\\circ|°|\\degree|(?<!\s)\s*+\bdegrees?\b")
 _PERCENT = re.compile(r"(?<!\s)\s*+(?:\bpercentage\b|\bpercent\b|\bpct\b)")
-_THOUSANDS = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3})+)(?![\d,])")
-_THOUSANDS_MULTI = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3}){2,})(?![\d,])")
+# A thousands-separated integer never starts with 0: "0,500" and "01,000" are not 500 and 1000.
+_THOUSANDS = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?![\d,])")
+_THOUSANDS_MULTI = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3}){2,})(?![\d,])")
+# What is left of "digits,digits" once thousands separators are gone ("0,5", "1000,99", "0,500")
+# is a decimal comma when the other side is a single value, and a pair when it is a list.
+_DECIMAL_COMMA = re.compile(r"-?\d++,\d++%?")
 _REPEAT = re.compile(r"(-?)(\d*)\.(\d*)\\overline\{(\d+)\}")
 _THOUSANDS_BANG = re.compile(r"(?<=\d),\\!\s*+(?=\d{3})|(?<=\d)\{,\}(?=\d{3})")
 _TEXT_UNIT = re.compile(r"(?<=[\d}\s])\s*+\\(?:text|mbox|mathrm|textnormal|textrm)\s*+\{\s*+([A-Za-z][A-Za-z ./]{0,30})\}\s*+(?:\^\s*+\{?\d\}?)?\s*+\.?\s*+$")
@@ -123,11 +128,7 @@ _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
 
 def _repeating(m: re.Match) -> str:
     sign, ip, fp, rp = m.groups()
-    # x = ip.fp(rp)(rp)... = (ip fp rp - ip fp) / (10^len(fp) * (10^len(rp) - 1))
-    a = int((ip or "0") + fp + rp)
-    b = int((ip or "0") + fp)
-    den = (10 ** len(fp)) * (10 ** len(rp) - 1)
-    fr = Fraction(a - b, den)
+    fr = repeating(ip, fp, rp)
     return f"{sign}\\frac{{{fr.numerator}}}{{{fr.denominator}}}"
 
 
@@ -174,7 +175,7 @@ def normalize(ans: str) -> tuple[str, dict]:
     s = s.replace("+-", "-").replace("+ -", "-")
     if "\\overline" in s:
         s = _REPEAT.sub(_repeating, s)
-    if re.fullmatch(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?", s):
+    if re.fullmatch(r"-?[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?", s):
         s = s.replace(" ", "")
     if not re.search(r"[(\[]|\\\{", s):  # inside brackets "12,102" is a pair, not a number
         s = _THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), s)
@@ -613,6 +614,14 @@ def unbounded_operator(s: str) -> bool:
     return any(re.search(r"[A-Za-z^!]|\d{5}", m.group(1)) for m in _BIG_OP.finditer(s))
 
 
+def _decimal_comma(s: str, other: str) -> str:
+    """``0,5`` -> ``0.5`` when ``s`` is one number with a comma that is not a thousands separator and
+    ``other`` is not a list (then ``1,5`` is the pair 1, 5)."""
+    if "," in s and _DECIMAL_COMMA.fullmatch(s) and _split_items(other) is None:
+        return s.replace(",", ".")
+    return s
+
+
 def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     """Decide equivalence of two extracted answers without sympy; ``equal=None`` when undecided."""
     pn, pf = normalize(pred)
@@ -640,6 +649,7 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
         gn = ga[1]
     elif pa or ga or _REL.search(pn) or _REL.search(gn):
         return _compare_relations(pn, gn, d, max_depth)
+    pn, gn = _decimal_comma(pn, gn), _decimal_comma(gn, pn)
     d.pred_norm, d.gold_norm = pn, gn
     if _canon(pn) == _canon(gn):
         d.equal, d.rule = True, "string"

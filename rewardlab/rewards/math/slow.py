@@ -15,10 +15,11 @@ would only reach math-verify's 6-digit float rounding, which calls ``sqrt(sqrt(.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import sympy
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+from math_verify import LatexExtractionConfig, parse, verify
 
 from rewardlab.rewards.math.equiv import fast_compare, unbounded_operator
 
@@ -29,7 +30,11 @@ MAX_SLOW_NESTING = 40
 
 logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" warning is expected here
 
-_LATEX = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+# LaTeX only: math-verify's ExprExtractionConfig searches a text for the last expression it can read,
+# which re-extracts an answer of its own choosing from junk (" 3\ufffdqI 4(G..." was read as 4). The
+# slow path grades the answer that extract.py chose, whole, or nothing.
+_LATEX = [LatexExtractionConfig(boxed_match_priority=0)]
+_DELIMITERS = re.compile(r"\$\$?|\\[()\[\]]")
 
 
 def _nesting(s: str) -> int:
@@ -52,8 +57,9 @@ def _short(obj: Any, limit: int = 200) -> str:
 
 
 def _parse(ans: str) -> list:
-    text = ans if "$" in ans or "\\(" in ans or "\\[" in ans else f"${ans}$"
-    return parse(text, extraction_config=_LATEX, parsing_timeout=None)
+    """math-verify's reading of the whole answer as one formula (its delimiters removed, then re-added
+    around everything), so that it cannot pick a piece of the answer."""
+    return parse(f"${_DELIMITERS.sub(' ', ans)}$", extraction_config=_LATEX, parsing_timeout=None)
 
 
 def _is_relational(x: Any) -> bool:
@@ -90,6 +96,8 @@ def slow_compare(pred: str, gold: str) -> dict:
     d = fast_compare(pred, gold, max_depth=5000)
     if d.equal is not None:
         return {"equal": d.equal, "rule": d.rule, "pred_parsed": d.pred_norm[:200], "gold_parsed": d.gold_norm[:200]}
+    if d.detail.startswith("TooLarge"):  # sympy would expand 10^{10^{10}} - 10^{10^{10}} for ever
+        return {"equal": False, "rule": "too_large", "status": "too_complex", "detail": d.detail}
     for name, s in (("prediction", pred), ("gold", gold)):
         if len(s) > MAX_SLOW_CHARS or _nesting(s) > MAX_SLOW_NESTING:
             return {"equal": False, "rule": "too_complex", "status": "too_complex",
@@ -98,11 +106,12 @@ def slow_compare(pred: str, gold: str) -> dict:
         if unbounded_operator(s):
             return {"equal": False, "rule": "unsupported", "status": "too_complex",
                     "detail": f"{name} answer is a sum/product with a symbolic or huge bound (not evaluated)"}
-    g = _parse(gold)
-    p = _parse(pred)
+    # math-verify returns [formula, matched text] or, when the formula does not parse, just [text]:
+    # a side without a formula is not compared (its text could only match as text, which fast did)
+    g = [x for x in _parse(gold) if not isinstance(x, str)]
+    p = [x for x in _parse(pred) if not isinstance(x, str)]
     out = {"pred_parsed": _short(p[0] if p else None), "gold_parsed": _short(g[0] if g else None), "rule": "math_verify"}
     if not p or not g:
-        # math-verify keeps the raw string as a second element; empty means nothing parsed at all
         out.update(equal=False, status="parse_error" if not p else "ok",
                    detail=("prediction" if not p else "gold") + " could not be parsed")
         if not g:

@@ -18,20 +18,41 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Union
 
-MAX_LITERAL_DIGITS = 2000
-"""Number literals longer than this are compared as strings only (never converted to int)."""
-MAX_EXACT_LOG10 = 5000.0
-"""Exact values above 10**MAX_EXACT_LOG10 are kept as magnitudes (:class:`Huge`)."""
+from rewardlab.rewards.math.bounded import (
+    ASTRONOMICAL,
+    MAX_LITERAL_DIGITS,
+    Huge,
+    TooBig,
+    add,
+    binomial,
+    decimal,
+    exact,
+    exact_root,
+    fpow,
+    integer_log,
+    log10_abs,
+    parse_int,
+    pow10,
+    power,
+    product,
+    small_power,
+    terminates_within,
+)
+from rewardlab.rewards.math import bounded
+from rewardlab.rewards.math.bounded import huge as _huge
+
 MAX_POLY_DEGREE = 64
 MAX_POLY_TERMS = 400
-ASTRONOMICAL = 1e300
-"""log10 of values too large even for a float log (power towers): equal only to themselves, textually."""
 APPROX_MIN_DIGITS = 6
 """A decimal with at least this many fractional digits may approximate an exact non-terminating gold."""
 
 
 class Unsupported(Exception):
     """The fast evaluator does not handle this input; the slow path will."""
+
+
+class TooLarge(Unsupported):
+    """A value too large to compare exactly here; the symbolic path would only expand it (not sent there)."""
 
 
 class Invalid(Exception):
@@ -41,21 +62,6 @@ class Invalid(Exception):
 # ---------------------------------------------------------------------------- values
 
 Monomial = tuple  # sorted tuple of (symbol, exponent)
-
-
-@dataclass(frozen=True)
-class Huge:
-    """A real number too large to hold exactly: its sign and log10 of its magnitude (inf = astronomical)."""
-
-    sign: int
-    log10: float
-
-
-def _huge(sign: int, log10: float) -> Huge:
-    """A magnitude, clamped so that arithmetic on towers never reaches the infinity reserved for ``\\infty``."""
-    if math.isnan(log10) or log10 > ASTRONOMICAL:
-        log10 = ASTRONOMICAL
-    return Huge(sign, max(log10, -ASTRONOMICAL))
 
 
 class Poly:
@@ -68,7 +74,7 @@ class Poly:
 
     @staticmethod
     def const(c: Fraction | int) -> "Poly":
-        return Poly({(): Fraction(c)})
+        return Poly({(): exact(c)})
 
     @staticmethod
     def sym(name: str) -> "Poly":
@@ -97,8 +103,7 @@ class Poly:
         coef = 1 / c
         for x, e in m:
             if x[0] == "√":  # 1/√r = √r / r
-                r = Fraction(x[1:])
-                coef /= r ** ((e + 1) // 2)
+                coef /= small_power(_radicand(x), (e + 1) // 2)
                 if e % 2:
                     inv[x] = 1
             else:
@@ -112,14 +117,13 @@ class Poly:
             v = complex(float(c))
             for x, e in m:
                 if x == "pi":
-                    v *= math.pi ** e
+                    v *= fpow(math.pi, e)
                 elif x == "e":
-                    v *= math.e ** e
+                    v *= fpow(math.e, e)
                 elif x[0] == "√":
-                    r = float(Fraction(x[1:]))
-                    v *= (complex(r) ** 0.5) ** e
+                    v *= fpow(fpow(complex(float(_radicand(x))), 0.5), e)
                 elif x[0] == "#":  # an opaque constant that carries its value: "#log(2,9):3.1699..."
-                    v *= complex(x.rsplit(":", 1)[1]) ** e
+                    v *= fpow(complex(x.rsplit(":", 1)[1]), e)
                 else:
                     return None
             total += v
@@ -128,7 +132,7 @@ class Poly:
     def __add__(self, o: "Poly") -> "Poly":
         t = dict(self.terms)
         for k, v in o.terms.items():
-            t[k] = t.get(k, 0) + v
+            t[k] = add(t.get(k, Fraction(0)), v)
         return Poly(t)
 
     def __neg__(self) -> "Poly":
@@ -136,27 +140,26 @@ class Poly:
 
     def __mul__(self, o: "Poly") -> "Poly":
         if len(self.terms) * len(o.terms) > MAX_POLY_TERMS * 4:
-            raise Unsupported("polynomial too large")
+            raise TooLarge("polynomial too large")
         t: dict = {}
         for k1, v1 in self.terms.items():
             for k2, v2 in o.terms.items():
                 d = dict(k1)
                 for s, e in k2:
                     d[s] = d.get(s, 0) + e
-                coef = v1 * v2
+                coef = product(v1, v2)
                 for sname in [x for x in d if x[0] == "√"]:
                     e = d[sname]
                     if e >= 2 or e <= -2:  # (√r)^2 = r
-                        r = Fraction(sname[1:])
                         q, rem = divmod(e, 2)
-                        coef *= r ** q
+                        coef = product(coef, small_power(_radicand(sname), q))
                         d[sname] = rem
                 d = {x: e for x, e in d.items() if e != 0}
                 k = tuple(sorted(d.items()))
-                t[k] = t.get(k, 0) + coef
+                t[k] = add(t.get(k, Fraction(0)), coef)
         p = Poly(t)
         if len(p.terms) > MAX_POLY_TERMS or p.degree() > MAX_POLY_DEGREE:
-            raise Unsupported("polynomial too large")
+            raise TooLarge("polynomial too large")
         return p
 
     def __eq__(self, o: object) -> bool:
@@ -174,11 +177,13 @@ class Poly:
 Value = Union[Poly, Huge]
 
 
-def _log10_frac(c: Fraction) -> float:
-    n, d = abs(c.numerator), c.denominator
-    return (math.log10(n) if n.bit_length() < 1000 else n.bit_length() * math.log10(2)) - (
-        math.log10(d) if d.bit_length() < 1000 else d.bit_length() * math.log10(2)
-    )
+def _radicand(symbol: str) -> Fraction:
+    """r of a square-root symbol "√r" (r is an integer below 10**12, or -1 for i)."""
+    return exact(parse_int(symbol[1:]))
+
+
+def _const_or_huge(v: Fraction | int | Huge) -> Value:
+    return v if isinstance(v, Huge) else Poly.const(v)
 
 
 def _pow(base: Value, exp: Value) -> Value:
@@ -189,18 +194,18 @@ def _pow(base: Value, exp: Value) -> Value:
                 return base
             if exp.sign > 0 and abs(b) > 1 and b > 0:
                 return _huge(1, ASTRONOMICAL)
-        raise Unsupported("huge exponent")
+        raise TooLarge("huge exponent")
     if not exp.is_const():
         if isinstance(base, Poly) and base.is_const() and base.value() > 0:
             ev = exp.numeric()
             if ev is not None and abs(ev.imag) < 1e-12 and abs(ev.real) < 300:
-                return _opaque(f"pow({base.value()},{ev.real!r})", complex(float(base.value()) ** ev.real))
+                return _opaque(f"pow({base.value()},{ev.real!r})", complex(fpow(float(base.value()), ev.real)))
         raise Unsupported("symbolic exponent")
     e = exp.value()
     if isinstance(base, Huge):
         if e.denominator == 1 and e > 0:
             return _huge(base.sign if e.numerator % 2 else 1, base.log10 * float(e))
-        raise Unsupported("huge base")
+        raise TooLarge("huge base")
     if not base.is_const():
         if e.denominator != 1 or e < 0:
             raise Unsupported("polynomial power")
@@ -221,24 +226,15 @@ def _pow(base: Value, exp: Value) -> Value:
             return _mul(_pow(Poly.const(b.numerator * b.denominator), exp), Poly.const(Fraction(1, b.denominator)))
         if abs(e.numerator) > 64 or e.denominator > 64:
             raise Unsupported("large rational exponent")
-        r = _exact_root(b, e.denominator)
+        r = exact_root(b, e.denominator)
         if r is None:
             if e.denominator == 2 and e.numerator == 1 and b.denominator == 1 and b.numerator < 10**12:
                 return _sqrt_symbol(int(b))
             raise Unsupported("irrational root")
         return _pow(Poly.const(r), Poly.const(e.numerator))
-    n = e.numerator
-    if b == 0:
-        if n < 0:
-            raise Invalid("0 to a negative power")
-        return Poly.const(1 if n == 0 else 0)
-    if abs(b) == 1:
-        return Poly.const(b ** (n % 2) if b < 0 else 1)
-    mag = abs(n) * abs(_log10_frac(b))
-    if mag > MAX_EXACT_LOG10:
-        sign = -1 if (b < 0 and n % 2) else 1
-        return _huge(sign, n * _log10_frac(abs(b)))
-    return Poly.const(b ** n)
+    if b == 0 and e < 0:
+        raise Invalid("0 to a negative power")
+    return _const_or_huge(power(b, e.numerator))
 
 
 def _sqrt_symbol(n: int) -> Poly:
@@ -252,30 +248,7 @@ def _sqrt_symbol(n: int) -> Poly:
         f += 1
     if m == 1:
         return Poly.const(k)
-    return Poly({((f"√{m}", 1),): Fraction(k)})
-
-
-def _exact_root(c: Fraction, k: int) -> Fraction | None:
-    def iroot(x: int) -> int | None:
-        if x.bit_length() > 4000:
-            return None
-        r = round(x ** (1.0 / k)) if x.bit_length() < 1000 else int(math.exp(math.log(x) / k))
-        for cand in (r - 1, r, r + 1):
-            if cand >= 0 and cand ** k == x:
-                return cand
-        lo, hi = 0, 1 << (x.bit_length() // k + 1)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if mid ** k < x:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo if lo ** k == x else None
-
-    n, d = iroot(c.numerator), iroot(c.denominator)
-    if n is None or d is None:
-        return None
-    return Fraction(n, d)
+    return Poly({((f"√{m}", 1),): exact(k)})
 
 
 def _factorial(v: Value) -> Value:
@@ -284,10 +257,7 @@ def _factorial(v: Value) -> Value:
     n = v.value()
     if n.denominator != 1 or n < 0:
         raise Unsupported("factorial of non-integer")
-    n = int(n)
-    if n <= 3000:
-        return Poly.const(math.factorial(n))
-    return _huge(1, math.lgamma(n + 1) / math.log(10) if n < 1e300 else ASTRONOMICAL)
+    return _const_or_huge(bounded.factorial(int(n)))
 
 
 # ---------------------------------------------------------------------------- the evaluator
@@ -437,7 +407,7 @@ class _Parser:
             self.take()
             if len(t[1]) > 1 and "." not in t[1]:
                 raise Unsupported("ambiguous multi-digit exponent")
-            e = Poly.const(Fraction(t[1]))
+            e = self._literal(t[1])
         elif t[1] in "+-":
             self.take()
             e = self.exponent()
@@ -475,17 +445,18 @@ class _Parser:
             if len(t[1]) > 1 and "." not in t[1]:
                 # \frac12 means \frac{1}{2}: split the digit run
                 self.toks.insert(self.i, ("num", t[1][1:]))
-                return Poly.const(int(t[1][0]))
+                return Poly.const(parse_int(t[1][0]))
             return self._literal(t[1])
         return self.atom()
 
     def _literal(self, txt: str) -> Value:
-        digits = txt.replace(".", "")
-        if len(digits) > MAX_LITERAL_DIGITS:
-            raise Unsupported("literal too long")
+        try:
+            v = decimal(txt)
+        except ValueError:
+            raise TooLarge("literal too long") from None
         if "." in txt and "e" not in txt.lower():
             self.decimal_digits = max(self.decimal_digits or 0, len(txt.split(".", 1)[1]))
-        return Poly.const(Fraction(txt))
+        return _const_or_huge(v)
 
     def function(self, name: str) -> Value:
         """Functions of constants: exact when possible (log_2 8, binom, |.|), else a valued opaque atom."""
@@ -497,9 +468,9 @@ class _Parser:
             return _opaque(f"abs({c})", abs(c)) if not isinstance(c, Fraction) else Poly.const(abs(c))
         if name == "\\binom":
             n, k = _constant(self.group()), _constant(self.group())
-            if not (isinstance(n, Fraction) and isinstance(k, Fraction) and n.denominator == k.denominator == 1 and 0 <= n <= 10_000):
+            if not (isinstance(n, Fraction) and isinstance(k, Fraction) and n.denominator == k.denominator == 1 and n >= 0):
                 raise Unsupported("binomial of non-integers")
-            return Poly.const(math.comb(int(n), int(k)) if k >= 0 else 0)
+            return _const_or_huge(binomial(int(n), int(k)))
         base: Value | None = None
         if name == "\\log" and self.peek() is not None and self.peek()[1] == "_":
             self.take()
@@ -511,10 +482,10 @@ class _Parser:
         c = _constant(arg)
         if name == "\\log" and base is not None:
             b = _constant(base)
-            if isinstance(b, Fraction) and isinstance(c, Fraction) and b > 0 and b != 1 and c > 0:
-                for k in range(-64, 65):  # exact integer logarithms: log_2 8 = 3
-                    if abs(k) < 64 and b ** k == c:
-                        return Poly.const(k)
+            if isinstance(b, Fraction) and isinstance(c, Fraction):
+                k = integer_log(b, c)  # exact integer logarithms: log_2 8 = 3
+                if k is not None:
+                    return Poly.const(k)
             val = complex(_cmath_log(c) / _cmath_log(b))
             return _opaque(f"log({b},{c})", val)
         fn = _UNARY_FUNCS[name]
@@ -595,7 +566,7 @@ def _cmath_log(z) -> complex:
 def _constant(v: Value) -> Fraction | complex:
     """The value of a constant (exact when rational); Unsupported for expressions with variables."""
     if isinstance(v, Huge):
-        raise Unsupported("function of a huge value")
+        raise TooLarge("function of a huge value")
     if v.is_const():
         return v.value()
     num = v.numeric()
@@ -617,39 +588,80 @@ def _neg(v: Value) -> Value:
 
 def _add(a: Value, b: Value) -> Value:
     if isinstance(a, Huge) or isinstance(b, Huge):
-        raise Unsupported("arithmetic on huge values")
-    return a + b
+        return _add_magnitudes(a, b)
+    try:
+        return a + b
+    except TooBig:
+        raise TooLarge("sum too large to hold exactly") from None
+
+
+def _add_magnitudes(a: Value, b: Value) -> Huge:
+    """A sum with a huge term, as a magnitude: 10^{10^9} + 1 is 10^{10^9} to any precision a magnitude has.
+    A term that is not a constant, or two of opposite signs within 20 orders of magnitude (they may
+    cancel), are not added."""
+    logs = []
+    for v in (a, b):
+        if isinstance(v, Huge):
+            logs.append((v.sign, v.log10))
+        elif v.is_const():
+            c = v.value()
+            if c != 0:
+                logs.append((1 if c > 0 else -1, log10_abs(c)))
+        else:
+            raise TooLarge("arithmetic on huge values")
+    logs.sort(key=lambda t: t[1], reverse=True)
+    (sign, top), rest = logs[0], logs[1:]
+    if top >= ASTRONOMICAL:
+        if rest and rest[0][1] >= ASTRONOMICAL:
+            raise TooLarge("a sum of astronomical values")
+        return _huge(sign, ASTRONOMICAL)
+    if not rest:
+        return _huge(sign, top)
+    other_sign, other = rest[0]
+    if other_sign != sign and top - other < 20:
+        raise TooLarge("a difference of huge values that may cancel")
+    ratio = fpow(10.0, max(other - top, -300.0))
+    return _huge(sign, top + math.log10(1 + ratio if other_sign == sign else 1 - ratio))
 
 
 def _mul(a: Value, b: Value) -> Value:
+    if isinstance(a, Poly) and isinstance(b, Poly) and a.is_const() and b.is_const() and a.value() and b.value():
+        x, y = a.value(), b.value()
+        try:
+            return Poly.const(product(x, y))
+        except TooBig:  # an exact product beyond the budget: its magnitude
+            return _huge(1 if (x > 0) == (y > 0) else -1, log10_abs(x) + log10_abs(y))
     if isinstance(a, Huge) or isinstance(b, Huge):
         if isinstance(a, Poly) and a.is_const() and a.value() != 0:
-            return _huge(b.sign * (1 if a.value() > 0 else -1), b.log10 + _log10_frac(a.value()))
+            return _huge(b.sign * (1 if a.value() > 0 else -1), b.log10 + log10_abs(a.value()))
         if isinstance(b, Poly) and b.is_const() and b.value() != 0:
-            return _huge(a.sign * (1 if b.value() > 0 else -1), a.log10 + _log10_frac(b.value()))
-        raise Unsupported("arithmetic on huge values")
-    return a * b
+            return _huge(a.sign * (1 if b.value() > 0 else -1), a.log10 + log10_abs(b.value()))
+        raise TooLarge("arithmetic on huge values")
+    try:
+        return a * b
+    except TooBig:
+        raise TooLarge("coefficients too large") from None
 
 
 def _div(a: Value, b: Value) -> Value:
     if isinstance(b, Huge):
         if isinstance(a, Poly) and a.is_const() and a.value() != 0:
             v = a.value()
-            return _huge(b.sign * (1 if v > 0 else -1), _log10_frac(abs(v)) - b.log10)
-        raise Unsupported("division by huge value")
+            return _huge(b.sign * (1 if v > 0 else -1), log10_abs(v) - b.log10)
+        raise TooLarge("division by huge value")
     if not b.is_const():
         inv = b.monomial_inverse()
         if inv is None:
             raise Unsupported("division by a polynomial")
         if isinstance(a, Huge):
-            raise Unsupported("huge over polynomial")
+            raise TooLarge("huge over polynomial")
         return a * inv
     d = b.value()
     if d == 0:
         raise Invalid("division by zero")
     if isinstance(a, Huge):
-        return _huge(a.sign * (1 if d > 0 else -1), a.log10 - _log10_frac(d))
-    return a * Poly.const(1 / d)
+        return _huge(a.sign * (1 if d > 0 else -1), a.log10 - log10_abs(d))
+    return _mul(a, Poly.const(1 / d))
 
 
 @dataclass
@@ -682,29 +694,29 @@ def parse_scalar(s: str, max_depth: int = 40) -> Num:
         return Num(Poly.const(0), percent, literal=s.lstrip("-").lstrip("0") or "0")
     m = _BASE_NUMERAL.match(s)
     if m:
-        digits, base = m.group(1), int(m.group(2))
+        digits, base = m.group(1), parse_int(m.group(2))
         if 2 <= base <= 36 and len(digits) < 200:
             try:
-                return Num(Poly.const(int(digits, base)), percent)
+                return Num(Poly.const(parse_int(digits, base)), percent)
             except ValueError:
                 raise Invalid(f"{digits} is not a base-{base} numeral") from None
     m = _SCI.match(s)
     if m:
         mant, ex = m.groups()
-        if abs(int(ex)) > 4000:
-            raise Unsupported("exponent too large")
-        return Num(Poly.const(Fraction(mant) * Fraction(10) ** int(ex)), percent)
+        try:
+            return Num(_const_or_huge(decimal(f"{mant}e{ex}")), percent)
+        except ValueError:
+            raise TooLarge("literal too long") from None
     m = re.fullmatch(r"(-?)(\d+)\s*\\frac\s*\{(\d+)\}\s*\{(\d+)\}", s)
-    if m and int(m.group(3)) < int(m.group(4)):  # mixed number 2\frac{1}{2}
-        v = int(m.group(2)) + Fraction(int(m.group(3)), int(m.group(4)))
+    if m and len(s) < 200 and parse_int(m.group(3)) < parse_int(m.group(4)):  # mixed number 2\frac{1}{2}
+        v = parse_int(m.group(2)) + Fraction(parse_int(m.group(3)), parse_int(m.group(4)))
         return Num(Poly.const(-v if m.group(1) else v), percent)
     p = _Parser(s, max_depth)
     v = p.parse()
     return Num(v, percent, p.decimal_digits)
 
 
-def _terminates_within(c: Fraction, d: int) -> bool:
-    return (c * 10 ** d).denominator == 1
+_terminates_within = terminates_within
 
 
 def scalars_equal(a: Num, b: Num) -> bool | None:
@@ -732,8 +744,8 @@ def _vals_equal(a: Num, b: Num, scale: Fraction) -> bool | None:
     if isinstance(va, Huge) or isinstance(vb, Huge):
         if isinstance(va, Poly) and not va.is_const() or isinstance(vb, Poly) and not vb.is_const():
             return None
-        la = va.log10 if isinstance(va, Huge) else (_log10_frac(va.value()) if va.value() != 0 else -math.inf)
-        lb = vb.log10 if isinstance(vb, Huge) else (_log10_frac(vb.value()) if vb.value() != 0 else -math.inf)
+        la = va.log10 if isinstance(va, Huge) else (log10_abs(va.value()) if va.value() != 0 else -math.inf)
+        lb = vb.log10 if isinstance(vb, Huge) else (log10_abs(vb.value()) if vb.value() != 0 else -math.inf)
         sa = va.sign if isinstance(va, Huge) else (1 if va.value() >= 0 else -1)
         sb = vb.sign if isinstance(vb, Huge) else (1 if vb.value() >= 0 else -1)
         if sa != sb:
@@ -751,11 +763,11 @@ def _vals_equal(a: Num, b: Num, scale: Fraction) -> bool | None:
         return True
     if va.is_const() and vb.is_const():
         x, y = va.value(), vb.value()
-        for dec, exact in ((a, y), (b, x)):
+        for dec, target in ((a, y), (b, x)):
             d = dec.decimal_digits
             approx = x if dec is a else y
-            if d is not None and d >= APPROX_MIN_DIGITS and not _terminates_within(exact, d):
-                if abs(approx - exact) <= Fraction(1, 10 ** d):
+            if d is not None and d >= APPROX_MIN_DIGITS and not _terminates_within(target, d):
+                if abs(approx - target) <= Fraction(1, pow10(d)):
                     return True
         return False
     # Different polynomials: unequal as functions of independent symbols (letters, pi, e). Square
@@ -766,7 +778,7 @@ def _vals_equal(a: Num, b: Num, scale: Fraction) -> bool | None:
             return None
         for dec, mine, other in ((a, na, nb), (b, nb, na)):
             d = dec.decimal_digits
-            if d is not None and d >= APPROX_MIN_DIGITS and abs(mine - other) <= 10.0 ** -d:
+            if d is not None and d >= APPROX_MIN_DIGITS and abs(mine - other) <= fpow(10.0, -d):
                 return True  # 4.123105625617661 vs \\sqrt{17}
         if abs(na - nb) > 1e-9 * max(1.0, abs(na), abs(nb)):
             return False
