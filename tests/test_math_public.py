@@ -1,7 +1,7 @@
 """The public math-equivalence corpus (../shared/bench/math_equiv_public.jsonl): agreement, hacking, deadlines.
 
-Skipped when the corpus is absent. Contracts: the agreement the README states (99.8%, 457 of the 458
-rows; the one miss is ``mv-229``), no false positive in ``reward_hacking``, and every
+Skipped when the corpus is absent. Contracts: the agreement the README states (99.6%, 456 of the 458
+rows; the misses are ``mv-229`` and, by policy, ``mv-023``), no false positive in ``reward_hacking``, and every
 ``adversarial_hang`` case answered within the reward's wall-clock cap plus 0.5 s, from the main thread
 and from a worker thread (the only timed asserts in the suite: they are the contract, not a
 performance figure).
@@ -38,9 +38,11 @@ def results(rows) -> list:
 
 # README, "Public corpus": 99.8% accuracy on the 458 rows, i.e. 457 agree with the label. The one
 # known disagreement: a Fibonacci recurrence whose two sides differ by the order of a product inside
-# a sum (equal, but past what the fast path and the bounded slow path decide).
-README_ROWS, README_AGREE = 458, 457
-KNOWN_MISSES = {"mv-229"}
+# a sum (equal, but past what the fast path and the bounded slow path decide). And one by policy
+# (issue 22): ``mv-023``, "Answer (9+1)" for 10, is an unevaluated expression: paying it pays a model for
+# restating the question ("The answer is: 4 + 2" for 6 in our real completions), so it scores 0.
+README_ROWS, README_AGREE = 458, 456
+KNOWN_MISSES = {"mv-229", "mv-023"}
 SLOW_MACHINE_WALL_CAP = 60.0
 
 

@@ -262,6 +262,25 @@ CASES = [
     # --- one extraction policy: the slow path grades the extracted answer whole (issue 22)
     (" 3\ufffdqI 4(Ganswer\ufffd00\ufffd\ufffd", "4", 0.0, "random-model junk: math-verify used to pick the 4 out of it"),
     (" 4(Ganswer\ufffd", "4", 0.0, "the same junk with the right number first"),
+    # --- extraction from real completions (tests/data/real_completions.jsonl; issue 22)
+    ("4 + 6 equals 10.", "10", 1.0, "'equals' states a result: was compared as text"),
+    ("9 + 4 is 13.", "13", 1.0, "'is' after an arithmetic expression states a result"),
+    ("The answer is simply 10.", "10", 1.0, "a filler word after the answer phrase"),
+    ("So the answer is 10, because adding 8 and 2 is like adding 2.", "10", 1.0, "the phrase's number, not its sentence's last"),
+    ("\\boxed{N} is 8 + 2, a total of 10.", "10", 1.0, "a box holding the prompt's placeholder is no answer"),
+    ("4 + 6 = 10\n\nI added 4 and 6 to get it.", "10", 1.0, "later numbers that only repeat the operands do not override"),
+    ("3 + 7 is incorrect.", "10", 0.0, "the restated question is not evaluated for the model"),
+    ("The answer is: 3 + 7", "10", 0.0, "an unevaluated expression is not its result"),
+    ("To find the total we take the 10 boxes in the store and then we need to multiply them by", "10", 0.0,
+     "never answers: a truncated sentence's number, many words before its end, is not paid"),
+    ("You know, the \"10\" way. Detect the difference. A prefix? Limit.\nTell me a story", "10", 0.0,
+     "a number in an early sentence, followed by junk, is not a conclusion"),
+    ("5 + 5 = 10, but actually the answer would be 11.", "10", 0.0, "a later answer phrase overrides the equation"),
+    ("He has 5 apples. He eats 2. So he has 3.", "3", 1.0, "a conclusion sentence with a new number"),
+    ("Therefore, there are 12 distinct sequences that meet the conditions. I hope it is correct.", "12", 1.0,
+     "a sentence opened by 'Therefore' concludes, whatever follows the number"),
+    ("He had 3 apples and 4 pears, 7 fruits.\nSo he has 3 apples.", "3", 0.0,
+     "a 'conclusion' that only repeats a number already written is a mention, not an answer"),
 ]
 
 

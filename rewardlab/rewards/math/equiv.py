@@ -470,6 +470,8 @@ class Decision:
 
 _IN_PREFIX = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s+(?=[(\[]|\\\{|\\mathbb)")
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?%?")
+# "4 + 2" for a gold of 6: the restated question, not its result (fractions and powers are answers)
+_UNEVALUATED = re.compile(r"\(?-?\d++(?:\.\d++)?\)?(?:\s*+(?:[-+]|\\cdot|\\times)\s*+\(?-?\d++(?:\.\d++)?\)?)++")
 _REL = re.compile(r"\\le|\\ge|\\ne|<|>")
 
 
@@ -653,6 +655,9 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     d.pred_norm, d.gold_norm = pn, gn
     if _canon(pn) == _canon(gn):
         d.equal, d.rule = True, "string"
+        return d
+    if _UNEVALUATED.fullmatch(pn) and _PLAIN_NUMBER.fullmatch(gn):
+        d.equal, d.rule, d.detail = False, "unevaluated", "an arithmetic expression is not the number it comes to"
         return d
     # text answers: "Evelyn", "odd", "(C)"
     if (pf.get("text") or gf.get("text") or pf.get("choice") or gf.get("choice")) and _is_text_word(pn) and _is_text_word(gn):

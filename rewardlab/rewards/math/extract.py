@@ -183,7 +183,7 @@ _HASH = re.compile(r"####")
 #     delimiter. Both only see a sentence (<= 600 chars) or the last 4,000 characters.
 #   _LEADING_WORDS is anchored at the start and bounded ({0,40}).
 _PHRASE = re.compile(
-    r"(?:final\s++answer|\banswer)s?\s*+(?:\*\*)?\s*+(?:is|are|:|=)\s*+(?::|\*\*)?\s*+"
+    r"(?:final\s++answer|\banswer)s?\s*+(?:\*\*)?\s*+(?:is|are|:|=|(?:would|should|will|must)\s++be)\s*+(?::|\*\*)?\s*+"
     r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+",
     re.IGNORECASE,
 )
@@ -193,6 +193,22 @@ _HEDGE_STRONG = re.compile(r"\b(?:either|between|maybe|possibly|perhaps)\b", re.
 _MATH_SEG = re.compile(r"\$\$(.{1,2000}?)\$\$|\$(.{1,2000}?)\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.DOTALL)
 _LEADING_WORDS = re.compile(r"^[A-Za-z][A-Za-z ]{0,40}:?\s*+(?=\$|\\\(|\\\[)")
 _BARE_OK_WORDS = {"and", "or", "pct", "percent", "percentage", "of", "to"}
+_FILLER = re.compile(r"^(?:(?:simply|just|exactly|clearly|indeed|actually|obviously|basically|therefore|thus|then|now)\b[\s,:]*+)+",
+                     re.IGNORECASE)
+# A result statement: an arithmetic expression of numbers, a result verb, and the number it comes to
+# ("4 + 6 equals 10", "9 + 4 is 13", "3 * 3 = 9"), or "... to get 4". Operands are numbers, operators
+# are literals, every space run is possessive: one match attempt is linear in what it reads.
+_OPERAND = r"\(?\s*+-?\d++(?:\.\d++)?\s*+\)?"
+_OPERATOR = r"(?:[-+*/×x·]|\\times|\\cdot|plus|minus|times|divided\s++by)"
+_RESULT_NUM = r"-?(?:[1-9]\d{0,2}(?:,\d{3})++(?!\d)|\d++)(?:\.\d++)?%?"
+_RESULT = re.compile(
+    r"(?<![\w.])" + _OPERAND + r"(?:\s*+" + _OPERATOR + r"\s*+" + _OPERAND + r")++\s*+,?\s*+"
+    r"(?:=|equals?+|is\s++equal\s++to|is|makes|gives|(?:for\s++)?a\s++total\s++of)\s*+(?P<rhs>" + _RESULT_NUM + r")"
+    r"|\b(?:to|we|you|I|they)\s++get\s++(?P<got>" + _RESULT_NUM + r")",
+    re.IGNORECASE,
+)
+_CONTINUED = re.compile(r"\s*+(?:(?:[-+*/×^]|\\times|\\cdot)\s*+\d|=)")  # "= 8 + 2", "= 7 = 11": a step, not the result
+_PLACEHOLDERS = {"n", "x", "answer", "your answer", "final answer", "the answer", "...", "\\ldots", "?", "\\text{answer}"}
 
 
 def _sentence(region: str) -> str:
@@ -236,6 +252,10 @@ def _numbers(s: str) -> list[str]:
     return [m.group(0) for m in _NUM_FIND.finditer(s)]
 
 
+_LEADING_VALUE = re.compile(
+    r"(" + _RESULT_NUM + r"|\$[^$]{1,200}\$)\s*+(?:[,;]\s*+(?=[A-Za-z])|\s(?=(?:because|since|as|which|so|and\s+that)\b))")
+
+
 def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extraction:
     """Pick the answer inside a region that follows a marker (or a whole marker-less text)."""
     sent = region.strip()
@@ -244,6 +264,11 @@ def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extracti
     nums = _numbers(sent)
     if policy.refuse_ambiguous and len(set(nums)) >= 2 and _HEDGE_STRONG.search(re.sub(r"\$[^$]*\$", " ", sent)):
         return Extraction(None, method, "ambiguous")
+    if method == "phrase":
+        sent = _FILLER.sub("", sent).strip() or sent
+        lead = _LEADING_VALUE.match(sent)
+        if lead:  # "14, because adding 8 and 2 ..." -> 14 (the phrase's number, not the sentence's last)
+            return Extraction(lead.group(1), method)
     if is_bare_answer(sent):
         return Extraction(sent, method if method != "fallback" else "bare")
     if policy.refuse_ambiguous and len(set(nums)) >= 2 and _HEDGE.search(re.sub(r"\$[^$]*\$", " ", sent)):
@@ -298,6 +323,11 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
             last_phrase = m
     if policy.use_boxed:
         boxes = find_boxes(text)
+        # a box that holds only the prompt's placeholder ("\\boxed{N} is 8 + 2, a total of 10") is no answer
+        if boxes and all(" ".join(c.split()).lower() in _PLACEHOLDERS for _, _, c in boxes):
+            for s, e, _ in reversed(boxes):
+                text = text[:s] + text[e:]
+            boxes = []
         # A box wins unless an answer phrase or #### comes after it (intermediate results boxed).
         after = boxes and (
             (last_phrase is not None and last_phrase.start() >= boxes[-1][1])
@@ -330,18 +360,107 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
     lead = _LEADING_WORDS.match(stripped)
     if lead and is_bare_answer(stripped):
         stripped = stripped[lead.end():].strip()
-    if is_bare_answer(stripped):
+    if "\n" not in stripped and is_bare_answer(stripped):
         nums = _numbers(stripped)
         if policy.max_bare_numbers and len(nums) > policy.max_bare_numbers and len(set(nums)) > policy.max_bare_numbers:
             return Extraction(None, "bare", "number_spam")
+        results = [r for r in _RESULT.finditer(stripped) if _final_result(stripped, r)]
+        if results:  # "3 + 1 equals 4." is the statement of a result, not a text answer
+            return Extraction(_rhs(results[-1]), "result")
         return Extraction(stripped[:MAX_ANSWER_CHARS], "bare")
-    # Prose: the last sentence that contains a number or math.
-    tail = stripped[-4000:]
-    pieces = re.split(r"(?<=[.!?])\s+|\n+", tail)
-    for piece in reversed(pieces):
+    return _conclusion(stripped[-4000:], policy)
+
+
+def _rhs(m: re.Match) -> str:
+    return m.group("rhs") if m.group("rhs") is not None else m.group("got")
+
+
+def _final_result(text: str, m: re.Match) -> bool:
+    """A result statement whose number is not continued by an operator ("= 8 + 2" is a step)."""
+    return not _CONTINUED.match(text, m.end())
+
+
+_PIECE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORDS_AFTER = re.compile(r"[A-Za-z]{2,}")
+_BARE_NUMBER = re.compile(r"\(?" + _RESULT_NUM + r"\)?\.?")
+_UNFINISHED = re.compile(r"(?:[-+*/=×^]|\\times|\\cdot)\s*+$")
+_CONCLUDING = re.compile(r"(?:so|thus|therefore|hence|finally|in\s++total|altogether|in\s++all|overall)\b", re.IGNORECASE)
+MAX_WORDS_AFTER_ANSWER = 3
+"""A marker-less final sentence answers with its last number only when at most this many words follow it
+("In total she sold 72 clips."); "20 chickens, we need to multiply the total amount of feed by" does not."""
+MAX_TRAILING_PIECES = 2
+"""Number-free sentences allowed after the answer sentence ("Let me know if you need more help!")."""
+
+
+def _pieces(text: str) -> list[tuple[int, str]]:
+    out, start = [], 0
+    for m in _PIECE_END.finditer(text):
+        if text[start:m.start()].strip():
+            out.append((start, text[start:m.start()]))
+        start = m.end()
+    if text[start:].strip():
+        out.append((start, text[start:]))
+    return out
+
+
+def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
+    """The answer of a marker-less prose completion, or ``no_answer`` when it states none.
+
+    1. The last sentence that holds a number, when it states a result ("So, 6 + 9 = 15."): its result.
+    2. Else that sentence's number, when the sentence concludes the text (at most
+       MAX_TRAILING_PIECES number-free sentences after it, and it opens with "So", "Therefore", ...
+       or has at most MAX_WORDS_AFTER_ANSWER words after the number) and the number is new: a number the completion already wrote is a mention (an
+       operand, a quantity of the question), not an answer.
+    3. Else the last result statement, when everything after it only repeats numbers written before
+       ("4 + 7 = 11. I added 4 and 7.").
+    4. Else no answer: the completion never commits to one, and its last number is not paid.
+    """
+    pieces = _pieces(tail)
+    results = [r for r in _RESULT.finditer(tail) if _final_result(tail, r)]
+    for idx in range(len(pieces) - 1, -1, -1):
+        start, piece = pieces[idx]
         if _NUM_FIND.search(piece) or _MATH_SEG.search(piece):
-            return _from_region(piece.rstrip(". "), policy, "fallback")
-    return Extraction(None, "none", "no_answer")
+            break
+    else:
+        return Extraction(None, "none", "no_answer")
+    end = start + len(piece)
+    inside = [r for r in results if start <= r.start() < end]
+    ex = _from_region(piece.rstrip(". "), policy, "fallback")
+    if inside:
+        at = piece.rfind(ex.answer) if ex.answer is not None else -1
+        later = at >= 0 and inside[-1].end() - start < at + len(ex.answer)
+        if later and ex.answer not in set(_numbers(tail[:start + at])):
+            return ex  # "... = 6 So, the ordered pair is $(7, 6)$": the sentence's last, new answer
+        return Extraction(_rhs(inside[-1]), "result")
+    if ex.answer is None and ex.problem == "ambiguous":
+        return ex
+    if ex.answer is not None and len(pieces) - 1 - idx <= MAX_TRAILING_PIECES and _concludes(piece, ex.answer):
+        earlier = set(_numbers(tail[:start]))
+        if ex.answer not in earlier:
+            return ex
+    if results:
+        last = results[-1]
+        before = set(_numbers(tail[:last.end()]))
+        if set(_numbers(tail[last.end():])) <= before:
+            return Extraction(_rhs(last), "result")
+    return Extraction(None, ex.method if ex.answer is not None else "none", "no_answer")
+
+
+def _concludes(piece: str, answer: str) -> bool:
+    """Whether ``answer`` ends ``piece``: the piece is the bare answer, or few words follow the answer."""
+    p = piece.strip()
+    if _BARE_NUMBER.fullmatch(p):
+        return True
+    if answer == p.rstrip(". ") and is_bare_answer(answer):  # the sentence is the answer, unless unfinished
+        return not _UNFINISHED.search(answer) and answer.count("(") == answer.count(")") and answer.count("{") == answer.count("}")
+    if _CONCLUDING.match(p):  # "Therefore, there are 12 distinct sequences that ..."
+        return True
+    k = piece.rfind(answer)
+    if k < 0:
+        return False
+    after = piece[k + len(answer):]
+    words_before = _WORDS_AFTER.findall(piece[:k])
+    return bool(words_before or _MATH_SEG.search(piece)) and len(_WORDS_AFTER.findall(after)) <= MAX_WORDS_AFTER_ANSWER
 
 
 def extract_gold(gold: object) -> Extraction:
