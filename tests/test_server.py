@@ -51,9 +51,13 @@ def boxed_label(completion: str, reference, **meta) -> RewardResult:
     return RewardResult(float("\\boxed{%s}" % reference in completion), {})
 
 
+def live_reward() -> Combined:
+    return Combined({"one": (OneAnswer(), 1.0), "label": (boxed_label, 0.5)})
+
+
 @pytest.fixture(scope="module")
 def live():
-    reward = Combined({"one": (OneAnswer(), 1.0), "label": (boxed_label, 0.5)})
+    reward = live_reward()
     from rewardlab.rewards.pool import get_pool
 
     get_pool().warmup(1)  # start a worker before the first request (sympy preload takes seconds on a busy box)
@@ -134,8 +138,6 @@ MALFORMED = [
     ("labels not a list", _body(labels="4"), 422, "'labels' must be a list"),
     ("labels too long", _body(labels=["4", "5", "6"]), 422, "'labels' has 3 items but 'query' has 2"),
     ("labels empty", _body(labels=[]), 422, "'labels' has 0 items but 'query' has 2"),
-    ("label is a list", _body(labels=["4", ["5"]]), 422, "labels[1] must be a string, number, object or null, got a list"),
-    ("label is a boolean", _body(labels=[True, "5"]), 422, "labels[0] must be a string, number, object or null"),
     ("batch over max_batch", _body(query=["q"] * 65, prompts=[""] * 65, labels=[None] * 65), 413, "server limit of 64"),
     ("body over max_body", _body(query=["q" * 20_000, "x"]), 413, "bytes exceeds the server limit of 16384 bytes"),
 ]
@@ -149,6 +151,25 @@ def test_malformed_requests_get_4xx_with_a_one_line_reason(client, what, content
     assert reason in error and "\n" not in error and len(error) < 400, error
     assert "rewards" not in r.json()  # never scored
     assert client.get("/health").status_code == 200  # and the server is still up
+
+
+def test_labels_are_never_refused_and_follow_the_file_mode_rule(client):
+    """A label is a dataset value: a list is a set of accepted answers (best score wins), a label
+    that can be no reference (a boolean, a nested list) is an ungraded sample, never a 4xx (which
+    OpenRLHF would retry five times and then train without a reward)."""
+    query = ["Q \\boxed{4}"] * 5
+    labels = [["5", "4"], ["5", "6"], [], True, [["4"]]]
+    r = client.post("/get_reward", json={"query": query, "prompts": ["Q "] * 5, "labels": labels})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["extra_logs"]["label"] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert data["extra_logs"]["label_graded"] == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert data["extra_logs"]["graded"] == [1.0, 1.0, 1.0, 0.0, 0.0]
+    assert data["rewards"] == pytest.approx([1.5, 1.0, 1.0, 0.0, 0.0])
+    from rewardlab.adapters.openrlhf import rewards_payload, score_queries
+
+    from_file_mode = rewards_payload(score_queries(live_reward(), query, ["Q "] * 5, labels))
+    assert from_file_mode == data
 
 
 def test_a_streamed_body_over_the_limit_is_413(client):

@@ -100,10 +100,41 @@ def _plain(x: Any) -> Any:
     return x
 
 
+RESERVED_META = frozenset({"self", "completion", "reference", "reward", "result", "deadline", "wall_cap"})
+"""Names a trainer's per-sample fields (verl ``extra_info`` keys, TRL dataset columns) must not take
+when passed to a reward as keywords: the reward's own parameters (``completion``, ``reference``, a
+bound method's ``self``, ``on_failure``'s ``result``) and the worker pool's (``reward``,
+``deadline``, ``wall_cap``). A field with one of these names would make the call fail ("got
+multiple values") and leave the sample ungraded; :func:`user_meta` renames it instead."""
+
+_renamed_warned: set[str] = set()
+
+
+def user_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with every key in :data:`RESERVED_META` renamed ``<key>_`` (more underscores if that
+    name is taken too), logged once per key, so a user's field never collides with a reward's
+    parameters: the sample is graded and the field still reaches the reward under the new name."""
+    clash = [k for k in meta if k in RESERVED_META]
+    if not clash:
+        return meta
+    out = {k: v for k, v in meta.items() if k not in RESERVED_META}
+    for k in clash:
+        new = k + "_"
+        while new in out or new in meta:
+            new += "_"
+        out[new] = meta[k]
+        if k not in _renamed_warned:
+            _renamed_warned.add(k)
+            log.warning("per-sample field %r has the name of a reward parameter; the reward gets it as %r", k, new)
+    return out
+
+
 def safe_call(reward: Callable[..., RewardResult], completion: str, reference: Any, meta: dict[str, Any]) -> RewardResult:
-    """Call a reward; an exception or a malformed return becomes ``RewardResult(None, status="error")``."""
+    """Call a reward; an exception or a malformed return becomes ``RewardResult(None, status="error")``.
+
+    ``meta`` goes through :func:`user_meta` first (a field named ``reference`` is passed as ``reference_``)."""
     try:
-        return as_result(reward(completion, reference, **meta))
+        return as_result(reward(completion, reference, **user_meta(meta)))
     except Exception as e:  # noqa: BLE001 - a reward bug must never stop a training run
         log.warning("reward %s failed: %s: %s", _name(reward), type(e).__name__, e)
         return RewardResult(None, {"status": "error", "error": f"{type(e).__name__}: {e}"})
@@ -123,8 +154,9 @@ def score_many(
 
     ``pool=True`` goes through :func:`rewardlab.rewards.pool.score_batch` (worker processes, a
     per-item ``deadline`` in seconds, timeouts as ``status="timeout"``); otherwise the rewards run
-    one after another in this process.
+    one after another in this process. Every meta dict goes through :func:`user_meta`.
     """
+    metas = [user_meta(dict(m or {})) for m in metas]
     if pool and len(completions) > 0:
         try:
             results = score_batch(reward, list(completions), list(references), list(metas), deadline=deadline, workers=workers)

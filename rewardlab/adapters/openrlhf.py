@@ -2,17 +2,17 @@
 
 Two ways in:
 
-1. As a custom reward function file (OpenRLHF loads the file and calls ``reward_func``)::
+1. As a custom reward function file (OpenRLHF 0.11 loads the file and calls ``reward_func``)::
 
        REWARDLAB_REWARD=math  python -m openrlhf.cli.train_ppo_ray ... \\
-           --remote_rm_url $(python -c "import rewardlab.adapters.openrlhf as m; print(m.__file__)") \\
-           --label_key answer
+           --reward.remote_url $(python -c "import rewardlab.adapters.openrlhf as m; print(m.__file__)") \\
+           --data.label_key answer
 
    ``REWARDLAB_REWARD`` names the reward (default ``math``; a registry name or a dotted path, or
    several as ``math,one_answer=0.1`` for a weighted :class:`~rewardlab.rewards.combine.Combined`).
 
 2. As a server: ``rewardlab serve --port 5000 --reward math`` and
-   ``--remote_rm_url http://host:5000/get_reward`` (see :mod:`rewardlab.server`).
+   ``--reward.remote_url http://host:5000/get_reward`` (see :mod:`rewardlab.server`).
 
 OpenRLHF calls ``reward_func(queries, prompts, labels, **kw)`` where each query is the *prompt
 plus the response* as decoded text; the prompt is stripped here before scoring. The return value
@@ -21,6 +21,13 @@ is ``{"rewards": (B,) tensor, "scores": (B,) tensor, "extra_logs": {name: (B,) t
 carry ``graded`` (1/0 per sample) and, for a ``Combined`` reward, every component's score. An
 ungraded sample (``None``, timeout, error) gets reward 0.0 and ``graded`` 0.0, so it is counted,
 not silently hidden.
+
+Labels (the dataset's ``--data.label_key`` values, passed through as they are) follow one rule in
+both modes (:func:`label_references`, used by :func:`score_queries`): a string, number or object
+is the reference; ``null`` and ``[]`` mean no reference; a list is a set of accepted answers, each
+graded, and the best score wins (``info["label_index"]`` says which); a boolean or a list holding a
+list or boolean is no reference at all: the sample is ungraded (status ``bad_label``, reward 0.0,
+``graded`` 0.0) and logged, and the server still answers 200.
 """
 
 from __future__ import annotations
@@ -30,11 +37,14 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from rewardlab.adapters._common import RewardLike, coerce_reference, log, resolve, score_many
+from rewardlab.adapters._common import RewardLike, _plain, coerce_reference, log, resolve, score_many
 from rewardlab.rewards.base import RewardResult
-from rewardlab.rewards.combine import reward_from_specs
+from rewardlab.rewards.combine import Combined, reward_from_specs
 
-__all__ = ["reward_func", "make_reward_func", "strip_prompt", "score_queries", "parse_reward_spec", "rewards_payload"]
+__all__ = [
+    "reward_func", "make_reward_func", "strip_prompt", "score_queries", "label_references", "parse_reward_spec",
+    "rewards_payload",
+]
 
 
 def strip_prompt(query: str, prompt: str) -> str:
@@ -91,9 +101,71 @@ def score_queries(
     if not (len(prompts) == len(labels) == n):
         raise ValueError(f"lengths differ: query={n}, prompts={len(prompts)}, labels={len(labels)}")
     responses = [strip_prompt(q, p) for q, p in zip(queries, prompts)]
-    metas = [{"prompt": p} for p in prompts]
-    refs = [coerce_reference(label) for label in labels]
-    return score_many(resolve(reward), responses, refs, metas, pool=pool, deadline=deadline, workers=workers)
+    fn = resolve(reward)
+    # one row per (sample, accepted answer): a list label is a set of accepted answers
+    rows: list[tuple[int, int]] = []
+    refs: list[Any] = []
+    out: list[RewardResult | None] = [None] * n
+    choices: list[int] = [0] * n
+    bad = 0
+    for i, label in enumerate(labels):
+        answers = label_references(label)
+        if answers is None:
+            bad += 1
+            out[i] = ungraded(fn, "bad_label", "the label is a boolean or a list holding a list or boolean; "
+                                               "expected a string, number, object, null or a list of those")
+            continue
+        choices[i] = len(answers)
+        for j, ref in enumerate(answers):
+            rows.append((i, j))
+            refs.append(ref)
+    scored = score_many(fn, [responses[i] for i, _ in rows], refs, [{"prompt": prompts[i]} for i, _ in rows],
+                        pool=pool, deadline=deadline, workers=workers)
+    if bad:
+        log.warning("openrlhf adapter: %d of %d labels are not references (status bad_label, reward 0.0, graded 0.0)",
+                    bad, n)
+    best: dict[int, tuple[int, RewardResult]] = {}
+    for (i, j), res in zip(rows, scored):
+        if i not in best or _better(res, best[i][1]):
+            best[i] = (j, res)
+    for i, (j, res) in best.items():
+        if isinstance(labels[i], (list, tuple)):
+            res = RewardResult(res.score, {**res.info, "label_index": j, "label_choices": choices[i]})
+        out[i] = res
+    return [r if r is not None else RewardResult(None, {"status": "error"}) for r in out]
+
+
+def ungraded(reward: Any, status: str, error: str) -> RewardResult:
+    """An ungraded result in ``reward``'s shape: a :class:`Combined` reward's components are all
+    present (as ``None``), so ``extra_logs`` has the same keys on every call."""
+    info: dict[str, Any] = {"status": status, "error": error}
+    if isinstance(reward, Combined):
+        info["components"] = {k: None for k in reward.rewards}
+    return RewardResult(None, info)
+
+
+def label_references(label: Any) -> list[Any] | None:
+    """The references one OpenRLHF label stands for, or ``None`` when it cannot be a reference.
+
+    A string, number, object (code tests) or ``null`` is one reference (coerced as everywhere else);
+    a list is a set of accepted answers, each one a reference (an empty list: no reference, like
+    ``null``); a boolean, or a list holding a list or a boolean, is no reference at all (``None``).
+    """
+    label = _plain(label)
+    if isinstance(label, bool):
+        return None
+    if isinstance(label, (list, tuple)):
+        items = [_plain(x) for x in label]
+        if any(isinstance(x, (bool, list, tuple)) for x in items):
+            return None
+        return [coerce_reference(x) for x in items] if items else [None]
+    return [coerce_reference(label)]
+
+
+def _better(new: RewardResult, old: RewardResult) -> bool:
+    """``new`` beats ``old``: a higher score; any score beats ``None``; ties keep the earlier answer."""
+    a, b = _finite(new.score), _finite(old.score)
+    return a is not None and (b is None or a > b)
 
 
 def rewards_payload(results: Sequence[RewardResult]) -> dict[str, Any]:
@@ -141,7 +213,8 @@ class OpenRLHFReward:
             raise  # mismatched batch lengths are a wiring bug in the caller, not a scoring failure
         except Exception as e:  # noqa: BLE001
             log.error("openrlhf adapter: batch failed (%s: %s); every sample ungraded", type(e).__name__, e)
-            results = [RewardResult(None, {"status": "error"}) for _ in queries]
+            shape = self.reward if not isinstance(self.reward, str) else None
+            results = [ungraded(shape, "error", f"{type(e).__name__}: {e}") for _ in queries]
         payload = rewards_payload(results)
         rewards = torch.tensor(payload["rewards"], dtype=torch.float32)  # (B,)
         return {

@@ -27,7 +27,10 @@ one entry per completion. The adapter:
   :func:`rewardlab.adapters._common.coerce_reference`); a ``reference_key`` naming a missing
   column raises ``RewardlabError`` on the first step, since that is a setup error, not a grading one;
 * passes the other columns as ``meta`` to the reward, plus ``prompt`` and, when TRL provides token
-  ids, ``completion_tokens`` (so length rewards such as ``Overlong`` work);
+  ids, ``completion_tokens`` (so length rewards such as ``Overlong`` work); a column named like a
+  reward's or the worker pool's parameters (``reference``, ``completion``, ``reward``, ``deadline``,
+  ``wall_cap``, ``self``, ``result``) reaches the reward as ``<name>_`` (logged once), so it never
+  leaves the sample ungraded;
 * returns ``list[float | None]``: ``None`` (TRL's "not applicable", NaN-skipped in the weighted sum)
   for ungradable samples; an exception inside a reward is logged and becomes ``None``, it never
   stops training;
@@ -94,6 +97,7 @@ class TRLReward:
 
     def score(
         self,
+        /,
         prompts: Sequence[Any] | None,
         completions: Sequence[Any],
         completion_ids: Sequence[Sequence[int]] | None = None,
@@ -130,11 +134,13 @@ class TRLReward:
 
     def __call__(
         self,
+        /,
         prompts: Sequence[Any] | None = None,
         completions: Sequence[Any] = (),
         completion_ids: Sequence[Sequence[int]] | None = None,
         **kwargs: Any,
     ) -> list[float | None]:
+        # ``self`` is positional-only so that a dataset column named "self" is just a column
         try:
             results = self.score(prompts, completions, completion_ids, **kwargs)
         except RewardlabError:
@@ -150,6 +156,7 @@ class AsyncTRLReward(TRLReward):
 
     async def __call__(  # type: ignore[override]
         self,
+        /,
         prompts: Sequence[Any] | None = None,
         completions: Sequence[Any] = (),
         completion_ids: Sequence[Sequence[int]] | None = None,

@@ -1,22 +1,30 @@
 """rewardlab rewards as a verl ``custom_reward_function``.
 
-Point verl at this file (verl 0.4 - 0.9 conventions)::
+Point verl at this module (verl 0.8 and 0.9; tested with 0.8.0 and 0.9.1 in
+``tests/test_verl_client.py``, through verl's own config files, loader and reward managers)::
 
-    # naive / prime / dapo reward managers: one sample per call
-    custom_reward_function.path=$(python -c "import rewardlab.adapters.verl as m; print(m.__file__)")
-    custom_reward_function.name=compute_score
+    python -m verl.trainer.main_ppo ... \
+      reward.custom_reward_function.path=pkg://rewardlab.adapters.verl \
+      reward.custom_reward_function.name=compute_score
 
-    # batch reward manager: the whole batch in one call (scored in rewardlab's worker pool)
-    reward_model.reward_manager=batch custom_reward_function.name=compute_score_batch
+verl 0.9 reads only ``reward.custom_reward_function`` (the top-level ``custom_reward_function``
+of older releases is ignored there, and verl then scores with its default rule). Every reward-loop
+manager (``reward.reward_manager.name=naive``, the default, ``dapo``, ``gdpo``, ``rate_limited``)
+calls ``compute_score(data_source=, solution_str=, ground_truth=, extra_info=)`` by keyword (adding
+``num_turns`` and ``rollout_reward_scores`` to ``extra_info``, and for model-based rewards
+``reward_router_address`` / ``reward_model_tokenizer`` keywords, which are not passed on to the
+reward) and awaits coroutine functions: ``name=compute_score_async`` scores in a thread off verl's
+event loop. ``reward.custom_reward_function.reward_kwargs`` (``+reward.custom_reward_function.
+reward_kwargs.reward=NAME`` on the command line) arrive here as keyword arguments: ``reward=NAME``
+forces one reward (a registry name such as ``"format"`` or a dotted path to your own reward or
+``Combined``) instead of routing. The file path of this module works as ``path`` too, but then
+the function lives in a module verl names itself and cannot be pickled; ``pkg://`` can.
 
-verl's naive manager calls ``compute_score(data_source=, solution_str=, ground_truth=,
-extra_info=)``; the batch manager calls ``compute_score(data_sources=, solution_strs=,
-ground_truths=, extra_infos=, **reward_kwargs)``. verl's newer reward loop makes the same calls
-(adding ``num_turns`` and ``rollout_reward_scores`` to ``extra_info``, and for model-based rewards
-``reward_router_address`` / ``reward_model_tokenizer`` keywords, which are ignored here) and awaits
-coroutine functions: name ``compute_score_async`` / ``compute_score_batch_async`` to use that path. ``custom_reward_function.reward_kwargs`` arrive
-here as keyword arguments: ``reward=NAME`` forces one reward (a registry name such as
-``"format"`` or a dotted path to your own reward or ``Combined``) instead of routing.
+verl 0.8 and 0.9 have no batch reward manager (``reward_manager.name=batch`` is "Unknown reward
+manager"); :func:`compute_score_batch` scores a batch in rewardlab's worker pool for your own code.
+The legacy ``verl.workers.reward_manager.PrimeRewardManager`` (no longer selectable by name in the
+trainer) calls its function positionally and reads a number, or ``result[0]``: give it
+:func:`compute_score_prime`, which returns the score alone.
 
 Routing by ``data_source``: GSM8K and the MATH family (``openai/gsm8k``,
 ``DigitalLearningGmbH/MATH-lighteval``, ``lighteval/MATH``, ``HuggingFaceH4/MATH-500``, AIME, AMC,
@@ -47,10 +55,7 @@ from typing import Any
 from rewardlab.adapters._common import coerce_reference, resolve, safe_call, score_many
 from rewardlab.rewards.base import RewardResult
 
-__all__ = [
-    "compute_score", "compute_score_batch", "compute_score_async", "compute_score_batch_async", "route", "add_route",
-    "ROUTES",
-]
+__all__ = ["compute_score", "compute_score_async", "compute_score_prime", "compute_score_batch", "route", "add_route", "ROUTES"]
 
 log = logging.getLogger("rewardlab.adapters.verl")
 
@@ -209,12 +214,8 @@ async def compute_score_async(
     return await asyncio.to_thread(compute_score, data_source, solution_str, ground_truth, extra_info, **kwargs)
 
 
-async def compute_score_batch_async(
-    data_sources: Iterable[Any],
-    solution_strs: Iterable[str],
-    ground_truths: Iterable[Any],
-    extra_infos: Iterable[Any] | None = None,
-    **kwargs: Any,
-) -> list[dict[str, Any]]:
-    """:func:`compute_score_batch` as a coroutine, scored in a thread."""
-    return await asyncio.to_thread(compute_score_batch, data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
+def compute_score_prime(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any) -> float:
+    """:func:`compute_score`'s ``score`` alone (0.0 when ungraded), for verl's legacy
+    ``PrimeRewardManager``, which calls ``fn(data_source, solution_str, ground_truth, extra_info)``
+    in worker processes and reads a number (anything else it indexes with ``[0]``)."""
+    return compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)["score"]
