@@ -3,7 +3,7 @@
     rewardlab serve --port 5000 --reward math
     rewardlab serve --port 5000 --reward math --reward one_answer=0.1 --deadline 5
 
-then train with OpenRLHF's ``--remote_rm_url http://HOST:5000/get_reward`` (bind ``--host 0.0.0.0``
+then train with OpenRLHF's ``--reward.remote_url http://HOST:5000/get_reward`` (0.10+) (bind ``--host 0.0.0.0``
 when the trainer runs on another machine; ``--port 0`` picks a free port and prints it). See
 :mod:`rewardlab.server` for the protocol. Bad specs, a busy port or an unknown host are one-line errors.
 """
