@@ -74,7 +74,15 @@ def grade_rewardlab(cases: list[dict], deadline: float = 5.0) -> list[tuple[bool
 
     out: list[tuple[bool, dict] | None] = [None] * len(cases)
     idx = [i for i, c in enumerate(cases) if c["check"] == "verify"]
-    res = score_batch(math_reward, [cases[i]["pred"] for i in idx], [cases[i]["gold"] for i in idx], deadline=deadline)
+    res = list(score_batch(math_reward, [cases[i]["pred"] for i in idx], [cases[i]["gold"] for i in idx],
+                           deadline=deadline))
+    # an item cut by the wall-clock cap (a loaded machine, not its CPU budget) is rescored once with a long cap
+    retry = [k for k, r in enumerate(res) if r.info.get("status") == "timeout" and r.info.get("phase") != "cpu"]
+    if retry:
+        again = score_batch(math_reward, [cases[idx[k]]["pred"] for k in retry], [cases[idx[k]]["gold"] for k in retry],
+                            deadline=deadline, wall_cap=60.0)
+        for k, r in zip(retry, again):
+            res[k] = r
     for i, r in zip(idx, res):
         out[i] = (r.score == 1.0, dict(r.info))
     for i, c in enumerate(cases):

@@ -37,6 +37,8 @@ MAX_FP = 0
 MAX_FN = 6
 MAX_FP_CONFIG = 5
 MAX_FN_CONFIG = 9
+DEADLINE = 5.0  # worker CPU seconds per case for the slow path (math_verify_conformance.py uses the same)
+SLOW_MACHINE_WALL_CAP = 60.0
 
 # Every current false positive (paid, label False), as regression rows. All are config-dependent:
 #   id       test                                  gold              pred                      why the label is False
@@ -92,7 +94,16 @@ def test_the_table_names_its_source_and_is_well_formed(table) -> None:
 def _verdicts(cases: list[dict]) -> list[tuple[bool, dict]]:
     out: list = [None] * len(cases)
     idx = [i for i, c in enumerate(cases) if c["check"] == "verify"]
-    res = score_batch(math_reward, [cases[i]["pred"] for i in idx], [cases[i]["gold"] for i in idx], deadline=5.0)
+    res = score_batch(math_reward, [cases[i]["pred"] for i in idx], [cases[i]["gold"] for i in idx], deadline=DEADLINE)
+    # A verdict is decided within DEADLINE CPU seconds; an item cut by the wall-clock cap instead (phase
+    # "wall", "startup" or "queue": a loaded machine, not the budget) is rescored once with a long cap.
+    retry = [k for k, r in enumerate(res) if r.info.get("status") == "timeout" and r.info.get("phase") != "cpu"]
+    if retry:
+        again = score_batch(math_reward, [cases[idx[k]]["pred"] for k in retry], [cases[idx[k]]["gold"] for k in retry],
+                            deadline=DEADLINE, wall_cap=SLOW_MACHINE_WALL_CAP)
+        res = list(res)
+        for k, r in zip(retry, again):
+            res[k] = r
     for i, r in zip(idx, res):
         out[i] = (r.score == 1.0, r.info)
     for i, c in enumerate(cases):
