@@ -281,6 +281,7 @@ CASES = [
      "a sentence opened by 'Therefore' concludes, whatever follows the number"),
     ("He had 3 apples and 4 pears, 7 fruits.\nSo he has 3 apples.", "3", 0.0,
      "a 'conclusion' that only repeats a number already written is a mention, not an answer"),
+    ("so the total is 2,74 dollars", "74", 0.0, "a decimal comma is not split: 74 is not the last number of '2,74'"),
 ]
 
 

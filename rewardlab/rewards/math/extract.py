@@ -187,7 +187,7 @@ _PHRASE = re.compile(
     r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+",
     re.IGNORECASE,
 )
-_NUM_FIND = re.compile(r"(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*+/\s*+\d+)?%?|(?<![\w.])-?\.\d+")
+_NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*+/\s*+\d+)?%?|(?<![\w.])-?\.\d+")
 _HEDGE = re.compile(r"\b(?:or|either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
 _HEDGE_STRONG = re.compile(r"\b(?:either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
 _MATH_SEG = re.compile(r"\$\$(.{1,2000}?)\$\$|\$(.{1,2000}?)\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.DOTALL)
