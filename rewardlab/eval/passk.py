@@ -12,6 +12,19 @@ Pure functions over per-problem counts and sample records; no torch, no I/O. Use
   difference, its paired standard error and 95% interval (Newcombe's paired score interval for
   0/1 outcomes, else normal), the counts of problems that improved or regressed, and an exact
   two-sided sign (McNemar) test p-value over the discordant problems.
+* :func:`majority_correct` / :func:`maj_at_k`: majority vote over answer *equivalence classes*
+  (labels from :func:`rewardlab.eval.graders.math_answer_classes`: ``0.5``, ``\\frac12`` and ``1/2``
+  are one vote). maj@k of a problem with ``n >= k`` samples is the probability that a uniformly
+  drawn k-subset of its samples votes for a correct class: computed **exactly** by enumerating
+  every k-subset when there are at most :data:`MAJ_EXACT_LIMIT` of them, else estimated by
+  **seeded Monte Carlo** over :data:`MAJ_MC_DRAWS` random k-subsets (the method is reported).
+  Tie rule: among the classes with the most votes in the subset, the one whose first vote has the
+  lowest sample index wins (what ``collections.Counter.most_common`` does for lm-eval's
+  ``majority_vote`` filter, which sees the samples in order). Samples without an answer abstain;
+  a subset where every sample abstains is wrong.
+* :func:`avg_at_n`: the mean over problems of each problem's mean correctness over its n samples,
+  with its standard error across problems; :func:`solve_rate_histogram`: how many problems were
+  solved by c of their n samples, for each c. best@k is pass@k.
 
     >>> round(pass_at_k(5, 2, 1), 3)
     0.4
@@ -19,9 +32,12 @@ Pure functions over per-problem counts and sample records; no torch, no I/O. Use
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
+import zlib
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 Z95 = 1.959963984540054  # two-sided 95% standard-normal quantile
 
@@ -207,3 +223,110 @@ def benchmark_metrics(records: Sequence[dict], ks: Sequence[int]) -> dict[str, S
     """pass@k summaries over problems (records in problem order)."""
     per = [problem_passk(r, ks) for r in records]
     return {f"pass@{k}": summarize([p[f"pass@{k}"] for p in per]) for k in ks}
+
+
+# ----------------------------------------------------------------------------- maj@k, avg@n
+
+MAJ_EXACT_LIMIT = 5000
+"""Most k-subsets of one problem's samples that :func:`maj_at_k` enumerates exactly."""
+MAJ_MC_DRAWS = 2000
+"""Random k-subsets drawn per problem when there are more than :data:`MAJ_EXACT_LIMIT`."""
+
+
+def majority_correct(labels: Sequence[int | None], class_correct: Sequence[bool] | dict[int, bool]) -> bool:
+    """Whether the majority vote of these samples (in sample order) is correct.
+
+    ``labels[i]`` is sample i's answer class (None: no answer, abstains); ``class_correct[c]``
+    whether class c is right. Ties: the tied class whose first vote comes first wins.
+    """
+    counts: dict[int, int] = {}
+    for lab in labels:
+        if lab is not None:
+            counts[lab] = counts.get(lab, 0) + 1  # dict order = order of first vote
+    if not counts:
+        return False
+    top = max(counts.values())
+    winner = next(c for c, v in counts.items() if v == top)
+    return bool(class_correct[winner])
+
+
+def _seed_for(seed: int, key: str) -> int:
+    return (int(seed) * 1_000_003 + zlib.crc32(key.encode())) & 0xFFFFFFFF
+
+
+def maj_at_k(labels: Sequence[int | None], class_correct: Sequence[bool] | dict[int, bool], k: int, *,
+             seed: int = 0, key: str = "", exact_limit: int = MAJ_EXACT_LIMIT, draws: int = MAJ_MC_DRAWS) -> tuple[float, str]:
+    """maj@k of one problem from its ``n >= k`` samples: (value, ``"exact"`` | ``"monte_carlo"``).
+
+    Exact: the share of all C(n, k) k-subsets (each in sample order) whose majority vote is correct.
+    Monte Carlo (more than ``exact_limit`` subsets): the share over ``draws`` uniform k-subsets drawn
+    with ``random.Random`` seeded by ``seed`` and ``key`` (the problem id), so reruns agree.
+    """
+    n = len(labels)
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+    present = [lab for lab in labels if lab is not None]
+    if not any(class_correct[lab] for lab in present):
+        return 0.0, "exact"
+    if k == n:
+        return float(majority_correct(labels, class_correct)), "exact"
+    if len(present) == n and all(class_correct[lab] for lab in present):
+        return 1.0, "exact"
+    if math.comb(n, k) <= exact_limit:
+        total = hits = 0
+        for idx in itertools.combinations(range(n), k):
+            total += 1
+            hits += majority_correct([labels[i] for i in idx], class_correct)
+        return hits / total, "exact"
+    rng = random.Random(_seed_for(seed, key))
+    hits = 0
+    for _ in range(draws):
+        idx = sorted(rng.sample(range(n), k))
+        hits += majority_correct([labels[i] for i in idx], class_correct)
+    return hits / draws, "monte_carlo"
+
+
+def benchmark_majk(labels: Sequence[Sequence[int | None]], class_correct: Sequence[Sequence[bool] | dict[int, bool]],
+                   ks: Sequence[int], *, ids: Sequence[str] | None = None, seed: int = 0) -> dict[str, Any]:
+    """maj@k summaries over problems for each ``k`` (skipping k larger than some problem's n), and
+    how each was computed: ``{"maj@k": Summary, ...}, {"maj@k": {"method": ..., "problems_exact": ...}}``."""
+    out: dict[str, Summary] = {}
+    how: dict[str, dict[str, Any]] = {}
+    ids = list(ids) if ids is not None else [str(i) for i in range(len(labels))]
+    nmin = min((len(x) for x in labels), default=0)
+    for k in ks:
+        if k > nmin or k < 1:
+            continue
+        vals, methods = [], []
+        for lab, cc, pid in zip(labels, class_correct, ids):
+            v, m = maj_at_k(lab, cc, k, seed=seed, key=pid)
+            vals.append(v)
+            methods.append(m)
+        exact = sum(m == "exact" for m in methods)
+        out[f"maj@{k}"] = summarize(vals)
+        how[f"maj@{k}"] = {
+            "method": "exact" if exact == len(methods) else "monte_carlo" if exact == 0 else "mixed",
+            "problems_exact": exact, "problems_monte_carlo": len(methods) - exact,
+            "exact_limit": MAJ_EXACT_LIMIT, "mc_draws": MAJ_MC_DRAWS, "seed": seed,
+            "tie_rule": "most votes; ties to the class whose first vote has the lowest sample index",
+        }
+    return {"metrics": out, "how": how}
+
+
+def avg_at_n(records: Sequence[dict]) -> Summary:
+    """avg@n: the mean over problems of each problem's mean correctness over its samples, with the
+    standard error across problems (``sd(ddof=1) / sqrt(N)``)."""
+    per = [sum(is_correct(s) for s in r["scores"]) / len(r["scores"]) for r in records if r["scores"]]
+    return summarize(per)
+
+
+def solve_rate_histogram(records: Sequence[dict]) -> dict[str, int]:
+    """Problems by how many of their samples are correct: ``{"0/4": 12, "1/4": 3, ...}`` (every c from
+    0 to n listed, in order; problems with different n are listed under their own n)."""
+    counts: dict[tuple[int, int], int] = {}
+    for r in records:
+        n = len(r["scores"])
+        c = sum(is_correct(s) for s in r["scores"])
+        counts[(c, n)] = counts.get((c, n), 0) + 1
+    ns = sorted({n for _, n in counts})
+    return {f"{c}/{n}": counts.get((c, n), 0) for n in ns for c in range(n + 1)}
