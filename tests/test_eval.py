@@ -430,3 +430,114 @@ def test_eval_reads_the_training_rows(bench, task):
     assert [r.id for r in rows] == [t.id for t in task_rows]
     assert [r.reference for r in rows] == [t.reference for t in task_rows]
     assert [evaluate.render_user_prompt(spec, r) for r in rows] == [t.prompt[0]["content"] for t in task_rows]
+
+
+# ----------------------------------------------------------------------------- graders, maj@k, avg@n (issue 24)
+
+
+class Scripted:
+    """n samples per problem from a list of templates (``{ref}`` is the problem's gold)."""
+
+    def __init__(self, spec, rows, templates, finish=None):
+        self.spec, self.rows, self.templates, self.finish = spec, rows, templates, finish or {}
+        self.calls = 0
+
+    def generate(self, prompts, n, sampling):
+        from rewardlab.rollout import Completion
+
+        self.calls += 1
+        out = []
+        for i, p in enumerate(prompts):
+            ref = next(r.reference for r in self.rows if evaluate.render_prompt(self.spec, r, None) == p)
+            for j in range(n):
+                out.append(Completion(i, [], [1, 2], self.templates[j % len(self.templates)].format(ref=ref),
+                                      self.finish.get(j, "stop")))
+        return out
+
+
+GSM_TEMPLATES = [
+    "so \\boxed{{{ref}}}\n#### {ref}",  # every grader pays
+    "The answer is {ref}.0",  # ours pays; strict finds no "####"; flexible reads "{ref}.0" != "{ref}"
+    "<think>let me see \\boxed{{-1}}",  # nobody pays; unclosed think; budget hit (below)
+    "{ref}",  # ours pays; flexible pays; strict: no "####"
+]
+
+
+@needs_data
+def test_graders_side_by_side_with_disagreements(tmp_path):
+    spec = load_spec("gsm8k")
+    rows, _ = load_rows(spec, DATA, limit=3)
+    eng = Scripted(spec, rows, GSM_TEMPLATES, finish={2: "length"})
+    res = run_eval("scripted", ["gsm8k"], tmp_path, limit=3, n=4, k=[1, 2], temperature=0.7, engine=eng, data_dir=DATA,
+                   progress=False, grader=["lm-eval-strict,lm-eval-flexible", "minerva-boxed"])
+    flat, det = res["results"]["gsm8k"], res["details"]["gsm8k"]
+    assert flat["pass@1,none"] == pytest.approx(0.75)  # ours: samples 0, 1, 3
+    assert flat["pass@1,lm-eval-strict"] == pytest.approx(0.25)  # sample 0 only
+    assert flat["pass@1,lm-eval-flexible"] == pytest.approx(0.5)  # samples 0 and 3
+    assert flat["pass@1,minerva-boxed"] == pytest.approx(0.25)  # sample 0 (sample 2's box is wrong)
+    assert flat["pass@2,lm-eval-flexible"] == pytest.approx(1 - 1 / 6)
+    g = det["graders"]["lm-eval-strict"]
+    assert g["disagreements"] == 6 and g["agreement_with_rewardlab"] == pytest.approx(0.5)
+    assert g["disagreements_by_kind"] == {"rewardlab_only:no_answer_extracted": 6}
+    assert det["graders"]["lm-eval-flexible"]["disagreements_by_kind"] == {"rewardlab_only:other_answer_or_not_equivalent": 3}
+    assert g["grader"]["reference"] == "lm-evaluation-harness 0.4.13"
+    # reasoning outputs: sample 2 of each problem hit the budget and left <think> open
+    assert flat["hit_token_budget_share"] == pytest.approx(0.25) and flat["unclosed_think_share"] == pytest.approx(0.25)
+    assert det["reasoning"]["unclosed_think"] == 3 and det["reasoning"]["thinking"] == 3
+    # avg@4 = mean per-problem correctness; maj@4: {ref, ref.0, ref} one class (3 votes) -> right
+    assert flat["avg@4,none"] == pytest.approx(0.75) and flat["avg@4_stderr,none"] == pytest.approx(0.0)
+    assert flat["maj@4,none"] == 1.0
+    # maj@2 by hand: pairs (01)(03)(13) right; (02)(12)(23): tie -> first vote (0, 1 or 3? the earlier) -> right
+    # except (23)? samples 2 (-1) votes first -> wrong: 5/6
+    assert flat["maj@2,none"] == pytest.approx(5 / 6)
+    assert det["maj"]["how"]["maj@2"]["method"] == "exact"
+    assert det["solve_rate_histogram"] == {"0/4": 0, "1/4": 0, "2/4": 0, "3/4": 3, "4/4": 0}
+    assert res["configs"]["gsm8k"]["graders"] == ["rewardlab", "lm-eval-strict", "lm-eval-flexible", "minerva-boxed"]
+    # the sample store: one line per problem with every grader's verdicts and the disagreements
+    lines = [json.loads(x) for x in (tmp_path / res["grader_samples"]["gsm8k"]).read_text().splitlines()]
+    assert lines[0]["header"]["graders"][0] == "rewardlab" and len(lines) == 4
+    first = lines[1]
+    assert first["scores"]["lm-eval-strict"] == [1.0, 0.0, 0.0, 0.0]
+    assert first["extracted"]["lm-eval-strict"][1] == "[invalid]"
+    assert {(d["sample"], d["grader"]) for d in first["disagreements"]} == {
+        (1, "lm-eval-strict"), (3, "lm-eval-strict"), (1, "lm-eval-flexible"), (1, "minerva-boxed"), (3, "minerva-boxed")}
+    table = evaluate.format_table(res)
+    for needle in ("lm-eval-strict", "maj@4", "avg@4", "hit the token budget", "unclosed <think>", "disagrees with rewardlab"):
+        assert needle in table, table
+    # adding a grader later grades the stored samples: nothing is generated again
+    res2 = run_eval("scripted", ["gsm8k"], tmp_path, limit=3, n=4, k=[1, 2], temperature=0.7, engine=eng, data_dir=DATA,
+                    progress=False, grader="minerva")
+    assert eng.calls == 1 and "pass@1,minerva" in res2["results"]["gsm8k"]
+    assert "pass@1,lm-eval-strict" not in res2["results"]["gsm8k"]
+
+
+@needs_data
+def test_maj_at_k_counts_equivalent_answers_as_one_vote(tmp_path):
+    spec = load_spec("gsm8k")
+    rows, _ = load_rows(spec, DATA, limit=2)
+    # 18, 18.0 and 36/2 are one answer (3 votes) against -1 twice; a string vote would pick -1
+    templates = ["\\boxed{{-1}}", "\\boxed{{{ref}}}", "\\boxed{{-1}}", "\\boxed{{{ref}.0}}", "\\boxed{{\\frac{{{ref}0}}{{10}}}}"]
+    res = run_eval("votes", ["gsm8k"], tmp_path, limit=2, n=5, k=[1], temperature=0.7, engine=Scripted(spec, rows, templates),
+                   data_dir=DATA, progress=False)
+    flat = res["results"]["gsm8k"]
+    assert flat["pass@1,none"] == pytest.approx(0.6)
+    assert flat["maj@5,none"] == 1.0
+    assert res["details"]["gsm8k"]["maj"]["mixed_classes"] == 0
+    assert "grader_samples" in res and res["grader_samples"] == {}
+
+
+@needs_data
+def test_reference_graders_do_not_apply_to_code(tmp_path):
+    engine = _oracle("humaneval", 2, True)
+    res = run_eval("oracle", ["humaneval"], tmp_path, limit=2, engine=engine, data_dir=DATA, progress=False,
+                   grader="lm-eval-strict")
+    g = res["details"]["humaneval"]["graders"]["lm-eval-strict"]
+    assert g["applicable"] is False and "code" in g["why"]
+    assert res["results"]["humaneval"]["pass@1,none"] == 1.0
+
+
+def test_unknown_grader_is_one_line(tmp_path):
+    one_line_error(cli("default", "--suite", "gsm8k", "--grader", "lm-eval-strict,nope", "--output", str(tmp_path)),
+                   "unknown --grader 'nope'")
+    with pytest.raises(RewardlabError, match="unknown --grader"):
+        run_eval("x", ["gsm8k"], tmp_path, engine=OracleEngine({}), grader=["bogus"], progress=False)

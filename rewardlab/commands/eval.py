@@ -17,6 +17,7 @@ import click
 
 from rewardlab.errors import RewardlabError
 from rewardlab.eval import RESULTS_FILE, compare_results, format_compare, format_table, load_spec, plot_compare, run_eval
+from rewardlab.eval.graders import GRADERS, GSM8K_VARIANTS, parse_graders
 
 
 DEFAULT_SUITE = "gsm8k,math500,humaneval"
@@ -72,9 +73,15 @@ def _default_output(model: str) -> Path:
 @click.option("--tool-timeout", type=float, default=2.0, show_default=True, help="--tools: seconds per tool call.")
 @click.option("--tool-format", type=click.Choice(["fenced", "chat"]), default="fenced", show_default=True,
               help="--tools: the output as an ```output block in the turn, or a chat-template tool message.")
+@click.option("--grader", "graders", multiple=True,
+              help="Also grade with: " + ", ".join(g for g in GRADERS if g != "rewardlab") + " (repeatable or comma "
+                   "list; rewardlab's own grader always runs). Side by side in results.json, disagreements in "
+                   "graders_<benchmark>.jsonl.")
+@click.option("--lm-eval-task", default="gsm8k", show_default=True, type=click.Choice(sorted(GSM8K_VARIANTS)),
+              help="Which lm-eval GSM8K task's filters lm-eval-strict / lm-eval-flexible reproduce.")
 def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batch_size, seed, output, rollout,
              dtype, device, threads, specs, data_dir, overwrite, compare, plot, as_json, quiet, tools, max_turns,
-             tool_timeout, tool_format) -> None:
+             tool_timeout, tool_format, graders, lm_eval_task) -> None:
     """Evaluate MODEL (hub id, checkpoint folder, run directory, or 'default') on a benchmark suite."""
     if compare:
         if model:
@@ -88,6 +95,7 @@ def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batc
         return
     if plot:
         raise RewardlabError("--plot goes with --compare A.json B.json")
+    grader_names = parse_graders(list(graders))  # a typo fails before any model load
     if not model:
         raise RewardlabError("missing MODEL: a hub id, a checkpoint folder, a run directory, or 'default'")
     if suite is None:
@@ -109,6 +117,7 @@ def eval_cmd(model, suite, limit, n, k, temperature, top_p, max_new_tokens, batc
         max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, rollout=rollout, dtype=dtype,
         device=device, spec_files=list(specs), data_dir=data_dir, overwrite=overwrite, progress=not quiet,
         tools=tools, max_turns=max_turns, tool_timeout=tool_timeout, tool_format=tool_format,
+        grader=grader_names, lm_eval_task=lm_eval_task,
     )
     if as_json:
         click.echo(json.dumps(results, indent=2, default=str))

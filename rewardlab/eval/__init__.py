@@ -32,6 +32,18 @@ Layout: :mod:`~rewardlab.eval.spec` (benchmark specs and their rows, read throug
 resume), :mod:`~rewardlab.eval.compare` (tables, paired comparison, chart), :mod:`~rewardlab.eval.passk`
 (the statistics).
 
+Graders (``--grader``, :mod:`~rewardlab.eval.graders`): rewardlab's own grader always runs; beside it
+``lm-eval-strict`` / ``lm-eval-flexible`` (lm-evaluation-harness 0.4.13's GSM8K filters + exact_match)
+and ``minerva`` / ``minerva-boxed`` (its minerva_math normalisation and equivalence), reimplemented and
+tested equal to lm-eval's own code. Their pass@k sits next to ours in ``results`` (``pass@1,lm-eval-strict``)
+and ``details[bench]["graders"]`` (agreement, disagreements by kind); ``graders_<benchmark>.jsonl``
+lists every grader's verdicts per problem and each disagreement.
+
+Beyond pass@k: ``avg@n`` with its standard error across problems, ``maj@k`` over answer classes that
+the math reward calls equivalent (exact over all k-subsets, or seeded Monte Carlo, as reported in
+``details[bench]["maj"]``), the per-problem solve-rate histogram, and ``details[bench]["reasoning"]``:
+the share of completions that hit the token budget and the share with an unclosed ``<think>``.
+
 Comparison (``--compare A B``) pairs two runs on the problem ids both evaluated and reports B-A per
 metric with a 95% interval (Newcombe's paired score interval for 0/1 scores, else normal), the
 counts of problems that improved / regressed, and an exact sign-test p-value.
@@ -40,7 +52,18 @@ counts of problems that improved / regressed, and an exact sign-test p-value.
 from __future__ import annotations
 
 from rewardlab.eval.compare import compare_results, format_compare, format_table, plot_compare
-from rewardlab.eval.passk import Summary, benchmark_metrics, pass_at_k, problem_passk, summarize
+from rewardlab.eval.graders import GRADERS, LM_EVAL_VERSION, get_grader, math_answer_classes, parse_graders
+from rewardlab.eval.passk import (
+    Summary,
+    avg_at_n,
+    benchmark_majk,
+    benchmark_metrics,
+    maj_at_k,
+    pass_at_k,
+    problem_passk,
+    solve_rate_histogram,
+    summarize,
+)
 from rewardlab.eval.runner import DEFAULT_DEADLINES, LIMIT_RULE, chat_template_sha256, git_hash, run_eval
 from rewardlab.eval.spec import (
     BenchmarkSpec,
@@ -57,9 +80,10 @@ from rewardlab.eval.store import RESULTS_FILE, SAMPLES_FORMAT, SampleStore, atom
 from rewardlab.models import resolve_model_path
 
 __all__ = [
-    "BenchmarkSpec", "DEFAULT_DEADLINES", "EvalRow", "LIMIT_RULE", "RESULTS_FILE", "SAMPLES_FORMAT", "SampleStore",
+    "BenchmarkSpec", "DEFAULT_DEADLINES", "EvalRow", "GRADERS", "LIMIT_RULE", "LM_EVAL_VERSION", "RESULTS_FILE", "SAMPLES_FORMAT", "SampleStore",
     "Summary", "atomic_write_json", "benchmark_metrics", "builtin_benchmarks", "chat_template_sha256",
     "compare_results", "format_compare", "format_table", "git_hash", "last_boxed", "load_records", "load_rows",
     "load_spec", "pass_at_k", "plot_compare", "problem_passk", "render_prompt", "render_user_prompt",
-    "resolve_model_path", "run_eval", "summarize",
+    "resolve_model_path", "run_eval", "summarize", "avg_at_n", "benchmark_majk", "get_grader", "maj_at_k",
+    "math_answer_classes", "parse_graders", "solve_rate_histogram",
 ]

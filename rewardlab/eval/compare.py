@@ -16,18 +16,44 @@ from rewardlab.eval.store import load_results, load_samples
 
 
 def format_table(results: dict[str, Any]) -> str:
-    """A plain-text table of one results file: benchmark, metric, value, stderr, 95% interval, problems."""
+    """A plain-text table of one results file: benchmark, grader, metric (pass@k, maj@k, avg@n), value,
+    stderr, 95% interval, problems, samples per problem; then per benchmark the share of completions
+    that hit the token budget and with an unclosed ``<think>``, and each reference grader's
+    disagreements with ours."""
     lines = [f"model: {results['config']['model']}"]
-    head = f"{'benchmark':<12} {'metric':<8} {'value':>7} {'stderr':>7} {'95% CI':>17} {'problems':>9} {'n':>3}"
+    head = (f"{'benchmark':<12} {'grader':<16} {'metric':<8} {'value':>7} {'stderr':>7} {'95% CI':>17} "
+            f"{'problems':>9} {'n':>3}")
     lines += [head, "-" * len(head)]
+    notes: list[str] = []
     for bench, flat in results["results"].items():
-        det = results.get("details", {}).get(bench, {}).get("metrics", {})
-        for metric, d in det.items():
-            ci = f"[{100 * d['ci_low']:5.1f}, {100 * d['ci_high']:5.1f}]"
-            lines.append(
-                f"{bench:<12} {metric:<8} {100 * d['value']:6.1f}% {100 * d['stderr']:6.1f}% {ci:>17} {flat['n']:>9} {flat['samples_per_problem']:>3}"
-            )
-    return "\n".join(lines)
+        bd = results.get("details", {}).get(bench, {})
+        graders = [("rewardlab", bd.get("metrics", {}))]
+        graders += [(g, d.get("metrics", {})) for g, d in (bd.get("graders") or {}).items() if d.get("applicable")]
+        for grader, det in graders:
+            for metric, d in det.items():
+                ci = f"[{100 * d['ci_low']:5.1f}, {100 * d['ci_high']:5.1f}]"
+                lines.append(
+                    f"{bench:<12} {grader:<16} {metric:<8} {100 * d['value']:6.1f}% {100 * d['stderr']:6.1f}% {ci:>17} "
+                    f"{flat['n']:>9} {flat['samples_per_problem']:>3}"
+                )
+        rs = bd.get("reasoning")
+        if rs:
+            notes.append(f"{bench}: hit the token budget ({rs['max_new_tokens']}): {100 * rs['hit_token_budget_share']:.1f}% "
+                         f"({rs['hit_token_budget']}/{rs['completions']}); unclosed <think>: "
+                         f"{100 * rs['unclosed_think_share']:.1f}% ({rs['unclosed_think']}/{rs['completions']})")
+        how = (bd.get("maj") or {}).get("how") or {}
+        if how:
+            methods = ", ".join(f"{m}: {h['method']}" for m, h in how.items())
+            notes.append(f"{bench}: maj@k over answer classes equivalent by the math reward ({methods}; "
+                         "ties: earliest first vote)")
+        for g, d in (bd.get("graders") or {}).items():
+            if not d.get("applicable"):
+                notes.append(f"{bench}: {g} not applicable ({d.get('why')})")
+                continue
+            kinds = ", ".join(f"{k} {v}" for k, v in d["disagreements_by_kind"].items()) or "none"
+            notes.append(f"{bench}: {g} disagrees with rewardlab on {d['disagreements']} samples "
+                         f"(agreement {100 * d['agreement_with_rewardlab']:.1f}%): {kinds}")
+    return "\n".join(lines + notes)
 
 
 def _side(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> tuple[str, str, dict[str, tuple[Path, dict[str, Any]]]]:

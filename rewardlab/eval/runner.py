@@ -27,7 +27,17 @@ from tqdm.auto import tqdm
 
 from rewardlab import __version__
 from rewardlab.errors import RewardlabError
-from rewardlab.eval.passk import benchmark_metrics, is_correct
+from rewardlab.eval.graders import (
+    DEFAULT_GRADER,
+    INVALID,
+    MINERVA_INVALID,
+    class_correctness,
+    get_grader,
+    grader_reference,
+    math_answer_classes,
+    parse_graders,
+)
+from rewardlab.eval.passk import avg_at_n, benchmark_majk, benchmark_metrics, is_correct, pass_at_k, solve_rate_histogram, summarize
 from rewardlab.eval.spec import BenchmarkSpec, EvalRow, builtin_benchmarks, load_rows, load_spec, render_prompt
 from rewardlab.eval.store import RESULTS_FILE, SAMPLES_FORMAT, SampleStore, atomic_write_json, fingerprint, samples_file
 from rewardlab.locks import FolderLock
@@ -225,7 +235,92 @@ def _eval_benchmark(
     return [done[r.id] for r in rows]
 
 
-def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: Sequence[int], n: int) -> tuple[dict, dict]:
+def graders_file(bench: str) -> str:
+    """The per-problem file of every requested grader's verdicts and the disagreements."""
+    return f"graders_{bench}.jsonl"
+
+
+def _graded_texts(rec: dict[str, Any]) -> list[str]:
+    return rec.get("answers") or rec["completions"]  # tool rollouts: the model's last turn is graded
+
+
+def _extra_grades(spec: BenchmarkSpec, rows: Sequence[EvalRow], records: Sequence[dict[str, Any]],
+                  names: Sequence[str], lm_eval_task: str) -> dict[str, dict[str, Any]]:
+    """Each requested reference grader's scores and extracted answers per record (``rewardlab`` is
+    the records' own); graders that do not apply to the benchmark (math graders on code) are listed
+    as ``{"applicable": False}``."""
+    out: dict[str, dict[str, Any]] = {}
+    by_id = {r.id: r for r in rows}
+    deadline = float(spec.grader_deadline or DEFAULT_DEADLINES.get(spec.grader, 10.0))
+    for name in names:
+        if name == DEFAULT_GRADER:
+            continue
+        g = get_grader(name, spec.grader, lm_eval_task)
+        if g is None:
+            out[name] = {"applicable": False, "why": f"{name} grades math answers; {spec.name} is graded by {spec.grader}"}
+            continue
+        texts, refs, sizes = [], [], []
+        for rec in records:
+            row = by_id[rec["id"]]
+            t = _graded_texts(rec)
+            texts.extend(t)
+            refs.extend([grader_reference(row.reference, row.fields)] * len(t))
+            sizes.append(len(t))
+        res = score_batch(g, texts, refs, deadline=deadline)
+        scores, extracted, pos = [], [], 0
+        for size in sizes:
+            scores.append([r.score for r in res[pos:pos + size]])
+            extracted.append([r.info.get("pred") for r in res[pos:pos + size]])
+            pos += size
+        out[name] = {"applicable": True, "scores": scores, "extracted": extracted, "describe": g.describe(),
+                     "status": [r.info.get("status") for r in res]}
+    return out
+
+
+def _disagreement_kind(ours: bool, theirs: bool, our_pred: Any, their_pred: Any) -> str:
+    no_theirs = their_pred in (None, "", INVALID, MINERVA_INVALID)
+    if ours and not theirs:
+        return "rewardlab_only:" + ("no_answer_extracted" if no_theirs else "other_answer_or_not_equivalent")
+    return "grader_only:" + ("rewardlab_no_answer" if our_pred is None else "rewardlab_other_answer_or_not_equivalent")
+
+
+def _think_state(prompt: Any, text: Any) -> tuple[bool, bool]:
+    """(thinking, unclosed): the completion opened a ``<think>`` block (or the prompt ended inside
+    one, as thinking-model chat templates do) and whether the last one is still open at the end."""
+    text = text if isinstance(text, str) else ""
+    opened, closed = text.rfind("<think>"), text.rfind("</think>")
+    if opened >= 0:
+        return True, closed < opened
+    prompt_open = isinstance(prompt, str) and prompt.rfind("<think>") > prompt.rfind("</think>")
+    if prompt_open:
+        return True, closed < 0
+    return False, False
+
+
+def _reasoning_stats(records: Sequence[dict[str, Any]], max_new_tokens: int | None) -> dict[str, Any]:
+    total = budget = thinking = unclosed = 0
+    for r in records:
+        for j, text in enumerate(r["completions"]):
+            total += 1
+            fin = r["finish_reasons"][j] if j < len(r["finish_reasons"]) else None
+            ntok = r["num_tokens"][j] if j < len(r["num_tokens"]) else 0
+            if fin == "length" or (fin is None and max_new_tokens and ntok >= max_new_tokens):
+                budget += 1
+            t, u = _think_state(r.get("prompt"), text)
+            thinking += t
+            unclosed += u
+    share = (lambda c: c / total if total else 0.0)
+    return {"completions": total, "hit_token_budget": budget, "hit_token_budget_share": share(budget),
+            "max_new_tokens": max_new_tokens, "thinking": thinking, "unclosed_think": unclosed,
+            "unclosed_think_share": share(unclosed),
+            "unclosed_think_share_of_thinking": unclosed / thinking if thinking else 0.0,
+            "rule": "token budget: finish_reason 'length'; unclosed: the last <think> (in the completion, or the "
+                    "prompt's when the completion has none) has no </think> after it"}
+
+
+def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: Sequence[int], n: int,
+                   extra: dict[str, dict[str, Any]] | None = None, *, seed: int = 0,
+                   max_new_tokens: int | None = None) -> tuple[dict, dict, list[dict[str, Any]]]:
     metrics = benchmark_metrics(records, ks)
     flat: dict[str, Any] = {"alias": spec.name}
     for name, s in metrics.items():
@@ -234,6 +329,74 @@ def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: S
     flat["n"] = len(records)
     flat["samples_per_problem"] = n
     flat["k"] = list(ks)
+    # --- avg@n +- stderr, maj@k over equivalence classes, solve-rate histogram (rewardlab's grader)
+    nmin = min((len(r["scores"]) for r in records), default=0)
+    avg = avg_at_n(records)
+    metrics[f"avg@{nmin}"] = avg
+    flat[f"avg@{nmin},none"], flat[f"avg@{nmin}_stderr,none"] = avg.value, avg.stderr
+    maj_how: dict[str, Any] = {}
+    mixed = 0
+    if spec.grader != "code" and nmin > 1 and records:
+        labels = math_answer_classes([[None if e is None else str(e) for e in r["extracted"]] for r in records],
+                                     deadline=float(spec.grader_deadline or DEFAULT_DEADLINES.get(spec.grader, 10.0)))
+        classes = []
+        for lab, r in zip(labels, records):
+            cc, m = class_correctness(lab, [bool(c) for c in r["correct"]])
+            classes.append(cc)
+            mixed += m
+        maj = benchmark_majk(labels, classes, sorted(set(ks) | {nmin}), ids=[r["id"] for r in records], seed=seed)
+        for name, s in maj["metrics"].items():
+            metrics[name] = s
+            flat[f"{name},none"], flat[f"{name}_stderr,none"] = s.value, s.stderr
+        maj_how = maj["how"]
+    reasoning = _reasoning_stats(records, max_new_tokens)
+    flat["hit_token_budget_share"] = reasoning["hit_token_budget_share"]
+    flat["unclosed_think_share"] = reasoning["unclosed_think_share"]
+    # --- the other graders, side by side, and where they disagree with ours
+    graders_out: dict[str, Any] = {}
+    lines: list[dict[str, Any]] = []
+    extra = extra or {}
+    for name, g in extra.items():
+        if not g.get("applicable"):
+            graders_out[name] = {"applicable": False, "why": g.get("why")}
+            continue
+        per = [{f"pass@{k}": pass_at_k(len(sc), sum(is_correct(x) for x in sc), k) for k in ks} for sc in g["scores"]]
+        gm = {f"pass@{k}": summarize([p[f"pass@{k}"] for p in per]) for k in ks}
+        for mname, s in gm.items():
+            flat[f"{mname},{name}"] = s.value
+            flat[f"{mname}_stderr,{name}"] = s.stderr
+        kinds: dict[str, int] = {}
+        agree = total = 0
+        for rec, sc, ex in zip(records, g["scores"], g["extracted"]):
+            for j, (theirs, ours) in enumerate(zip(sc, rec["scores"])):
+                total += 1
+                o, t = is_correct(ours), is_correct(theirs)
+                if o == t:
+                    agree += 1
+                    continue
+                kind = _disagreement_kind(o, t, rec["extracted"][j], ex[j])
+                kinds[kind] = kinds.get(kind, 0) + 1
+        graders_out[name] = {"applicable": True, "metrics": {m: s.to_dict() for m, s in gm.items()},
+                             "agreement_with_rewardlab": agree / total if total else 1.0,
+                             "disagreements": total - agree, "disagreements_by_kind": dict(sorted(kinds.items())),
+                             "grader": g["describe"]}
+    if any(g.get("applicable") for g in extra.values()):
+        for i, rec in enumerate(records):
+            line: dict[str, Any] = {"id": rec["id"], "scores": {DEFAULT_GRADER: rec["scores"]},
+                                    "extracted": {DEFAULT_GRADER: rec["extracted"]}, "disagreements": []}
+            for name, g in extra.items():
+                if not g.get("applicable"):
+                    continue
+                line["scores"][name] = g["scores"][i]
+                line["extracted"][name] = g["extracted"][i]
+                for j, (theirs, ours) in enumerate(zip(g["scores"][i], rec["scores"])):
+                    if is_correct(ours) != is_correct(theirs):
+                        line["disagreements"].append({
+                            "sample": j, "grader": name, "rewardlab": ours, name: theirs,
+                            "kind": _disagreement_kind(is_correct(ours), is_correct(theirs), rec["extracted"][j], g["extracted"][i][j]),
+                            "rewardlab_extracted": rec["extracted"][j], f"{name}_extracted": g["extracted"][i][j],
+                            "completion_tail": str(_graded_texts(rec)[j])[-300:]})
+            lines.append(line)
     statuses: dict[str, int] = {}
     finish: dict[str, int] = {}
     ntok = []
@@ -250,7 +413,14 @@ def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: S
         "grader_status": statuses,
         "finish_reasons": finish,
         "mean_completion_tokens": (sum(ntok) / len(ntok)) if ntok else 0.0,
+        "solve_rate_histogram": solve_rate_histogram(records),
+        "reasoning": reasoning,
     }
+    if maj_how:
+        details["maj"] = {"how": maj_how, "classes": "answers equivalent by rewardlab's math reward are one vote",
+                          "mixed_classes": mixed}
+    if graders_out:
+        details["graders"] = graders_out
     if records and "tool_calls" in records[0]:  # --- tool rollouts ---
         calls = [c for r in records for c in r["tool_calls"]]
         status: dict[str, int] = {}
@@ -263,7 +433,7 @@ def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: S
             "turns_mean": sum(t for r in records for t in r["turns"]) / len(calls), "call_status": status,
             "mean_model_tokens": sum(t for r in records for t in r["model_tokens"]) / len(calls),
         }
-    return flat, details
+    return flat, details, lines
 
 
 def run_eval(
@@ -294,6 +464,8 @@ def run_eval(
     model_label: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
+    grader: Sequence[str] | str | None = None,
+    lm_eval_task: str = "gsm8k",
 ) -> dict[str, Any]:
     """Evaluate a model on a suite of benchmarks and write ``results.json`` + samples to ``out_dir``.
 
@@ -316,6 +488,12 @@ def run_eval(
             ends with the tool hint, and the model's last turn is graded; each record gains answers,
             turns, tool_calls, tool_status and model_tokens, and details gain ``tools``.
         overwrite: discard existing samples in ``out_dir`` instead of resuming.
+        grader: extra graders beside ``rewardlab`` (names of :data:`rewardlab.eval.graders.GRADERS`, a
+            list or a comma list): each one's pass@k goes into ``results`` as ``pass@k,<grader>`` and
+            ``details[bench]["graders"]`` (with agreement and disagreements by kind), and
+            ``graders_<bench>.jsonl`` lists every grader's verdicts per problem and each disagreement.
+            Graders run on the stored samples, so adding one never regenerates.
+        lm_eval_task: the lm-eval GSM8K task whose filters ``lm-eval-strict`` / ``-flexible`` use.
 
     Returns:
         The results dict that was written to ``out_dir/results.json``.
@@ -325,6 +503,9 @@ def run_eval(
     names = [s.strip() for s in (suite.split(",") if isinstance(suite, str) else suite) if s and s.strip()]
     if not names:
         raise RewardlabError("empty --suite; choose from " + ", ".join(builtin_benchmarks()))
+    grader_names = parse_graders(grader)
+    for name in grader_names:
+        get_grader(name, "math", lm_eval_task)  # an unknown --lm-eval-task fails here, before data or model loads
     user_specs = {sp.name: sp for sp in (load_spec(p) for p in (spec_files or []))}
     specs = [user_specs[nm] if nm in user_specs else load_spec(nm) for nm in names]
     if len({s.name for s in specs}) != len(specs):
@@ -359,12 +540,13 @@ def run_eval(
         if overwrite:
             for spec in specs:
                 (out / samples_file(spec.name)).unlink(missing_ok=True)
+                (out / graders_file(spec.name)).unlink(missing_ok=True)
             (out / RESULTS_FILE).unlink(missing_ok=True)
 
         chat_sha = chat_template_sha256(ctx.tokenizer)
         results: dict[str, Any] = {
             "results": {}, "details": {}, "configs": {}, "versions": {}, "n-shot": {}, "higher_is_better": {},
-            "n-samples": {}, "samples": {},
+            "n-samples": {}, "samples": {}, "grader_samples": {},
             "config": {
                 "model": ctx.model_label,
                 "model_info": ctx.model_info,
@@ -401,21 +583,30 @@ def run_eval(
                                         engine=base if rollout == "vllm" else None, observation_format=tool_format)
             store = SampleStore(out / samples_file(spec.name), {"fingerprint": fingerprint(sample_cfg), "config": sample_cfg})
             records = _eval_benchmark(spec, rows, ctx, sampling, store, batch_size=batch_size, seed=seed, progress=progress)
-            flat, details = _bench_results(spec, records, ks, sampling["n"])
+            extra = _extra_grades(spec, rows, records, grader_names, lm_eval_task)
+            flat, details, grader_lines = _bench_results(spec, records, ks, sampling["n"], extra, seed=seed,
+                                                         max_new_tokens=sampling["max_new_tokens"])
             results["results"][spec.name] = flat
             results["details"][spec.name] = details
+            if grader_lines:
+                _write_jsonl(out / graders_file(spec.name), [{"header": {"benchmark": spec.name, "graders": grader_names,
+                                                                        "lm_eval_task": lm_eval_task}}] + grader_lines)
+                results["grader_samples"][spec.name] = graders_file(spec.name)
+            else:  # no reference grader asked for this time: no stale verdicts of an earlier run beside the results
+                (out / graders_file(spec.name)).unlink(missing_ok=True)
             results["configs"][spec.name] = {
                 "spec": spec.path, "spec_sha256": spec.sha256, "description": spec.description,
                 "data": {**spec.data, **source}, "reference": spec.reference,
                 "prompt_template": spec.prompt["template"], "system": spec.prompt.get("system"), "chat": spec.prompt.get("chat", True),
                 "prompt_template_sha256": spec.template_sha256, "chat_template_sha256": chat_sha, "tools": ctx.tools,
-                "num_fewshot": int(spec.prompt.get("shots", 0)), "grader": spec.grader,
+                "num_fewshot": int(spec.prompt.get("shots", 0)), "grader": spec.grader, "graders": grader_names,
+                "lm_eval_task": lm_eval_task if len(grader_names) > 1 else None,
                 "grader_deadline_s": float(spec.grader_deadline or DEFAULT_DEADLINES.get(spec.grader, 10.0)),
                 "sampling": sampling, "k": ks, "limit": limit, "limit_rule": LIMIT_RULE,
             }
             results["versions"][spec.name] = spec.sha256[:12]
             results["n-shot"][spec.name] = int(spec.prompt.get("shots", 0))
-            results["higher_is_better"][spec.name] = {f"pass@{x}": True for x in ks}
+            results["higher_is_better"][spec.name] = {m: True for m in details["metrics"]}
             results["n-samples"][spec.name] = {"original": source.get("records"), "effective": len(rows)}
             results["samples"][spec.name] = store.path.name
             results["total_evaluation_time_seconds"] = round(time.time() - t0, 2)
@@ -423,7 +614,19 @@ def run_eval(
         return results
 
 
-_PER_BENCH_KEYS = ("results", "details", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "samples")
+_PER_BENCH_KEYS = ("results", "details", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "samples",
+                   "grader_samples")
+
+
+def _write_jsonl(path: Path, lines: Sequence[dict[str, Any]]) -> None:
+    """Write a whole JSONL file through a temporary file + rename (it is rewritten on every run)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(_jsonable(line), ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _carry_over(path: Path, results: dict[str, Any], names: set[str]) -> None:
@@ -441,7 +644,7 @@ def _carry_over(path: Path, results: dict[str, Any], names: set[str]) -> None:
         if bench in names or not (path.parent / old.get("samples", {}).get(bench, "-")).is_file():
             continue
         for key in _PER_BENCH_KEYS:
-            if bench in old.get(key, {}):
+            if bench in (old.get(key) or {}):
                 results[key][bench] = old[key][bench]
 
 
