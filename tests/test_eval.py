@@ -541,3 +541,26 @@ def test_unknown_grader_is_one_line(tmp_path):
                    "unknown --grader 'nope'")
     with pytest.raises(RewardlabError, match="unknown --grader"):
         run_eval("x", ["gsm8k"], tmp_path, engine=OracleEngine({}), grader=["bogus"], progress=False)
+
+
+@needs_data
+def test_compare_reports_avg_maj_and_reference_graders(tmp_path):
+    spec = load_spec("gsm8k")
+    rows, _ = load_rows(spec, DATA, limit=3)
+    wrong = ["\\boxed{{-1}}", "\\boxed{{-2}}", "\\boxed{{-1}}", "#### {ref}"]  # right once in 4 (by every grader)
+    kw = dict(limit=3, n=4, k=[1, 2], temperature=0.7, data_dir=DATA, progress=False, grader="lm-eval-strict")
+    run_eval("a", ["gsm8k"], tmp_path / "a", engine=Scripted(spec, rows, wrong), **kw)
+    run_eval("b", ["gsm8k"], tmp_path / "b", engine=Scripted(spec, rows, GSM_TEMPLATES), **kw)
+    cmp = evaluate.compare_results(tmp_path / "a", tmp_path / "b")
+    got = {(r["grader"], r["metric"]): r for r in cmp["rows"]}
+    assert set(got) == {("rewardlab", "pass@1"), ("rewardlab", "pass@2"), ("rewardlab", "avg@4"), ("rewardlab", "maj@2"),
+                        ("rewardlab", "maj@4"), ("lm-eval-strict", "pass@1"), ("lm-eval-strict", "pass@2")}
+    assert got[("rewardlab", "avg@4")]["a"] == pytest.approx(0.25) and got[("rewardlab", "avg@4")]["b"] == pytest.approx(0.75)
+    # A: -1 twice, -2 once, ref once: maj@4 votes -1 -> 0; B: 1.0 (see test_graders_side_by_side_with_disagreements)
+    assert got[("rewardlab", "maj@4")]["a"] == 0.0 and got[("rewardlab", "maj@4")]["delta"] == 1.0
+    assert got[("rewardlab", "maj@2")]["how"] == "A exact, B exact"
+    assert got[("lm-eval-strict", "pass@1")]["a"] == pytest.approx(0.25)
+    assert got[("lm-eval-strict", "pass@1")]["b"] == pytest.approx(0.25)
+    text = evaluate.format_compare(cmp)
+    assert "lm-eval-strict" in text and "maj@4" in text and "avg@4" in text
+    evaluate.plot_compare(cmp, tmp_path / "c.png")

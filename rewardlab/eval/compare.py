@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rewardlab.errors import RewardlabError
-from rewardlab.eval.passk import paired_difference, problem_passk, summarize
-from rewardlab.eval.store import load_results, load_samples
+from rewardlab.eval.passk import is_correct, maj_at_k, paired_difference, pass_at_k, problem_passk, summarize
+from rewardlab.eval.store import load_results, load_samples, read_samples
 
 
 def format_table(results: dict[str, Any]) -> str:
@@ -78,7 +78,10 @@ def compare_results(a_path: str | os.PathLike | Sequence[str], b_path: str | os.
     """Paired comparison (B minus A) on the problems both runs evaluated.
 
     Each side is a results file (or folder holding one), or several separated by commas when one
-    model's benchmarks were evaluated into different folders.
+    model's benchmarks were evaluated into different folders. Rows: pass@k for the common k; avg@n
+    (when a run has n > 1); maj@k for k > 1 up to the smaller n (math benchmarks; answer classes by
+    the math reward, as the runner computes them; ``how`` says exact or Monte Carlo); and pass@k of
+    every reference grader both runs were graded with (``grader``; from their ``graders_<bench>.jsonl``).
     """
     a_where, a_model, a = _side(a_path)
     b_where, b_model, b = _side(b_path)
@@ -96,15 +99,37 @@ def compare_results(a_path: str | os.PathLike | Sequence[str], b_path: str | os.
         nb = min(len(sb[i]["scores"]) for i in ids)
         ks = sorted(set(ra["results"][bench].get("k", [1])) & set(rb["results"][bench].get("k", [1]))) or [1]
         ks = [k for k in ks if k <= min(na, nb)] or [1]
-        for k in ks:
-            va = [problem_passk(sa[i], [k])[f"pass@{k}"] for i in ids]
-            vb = [problem_passk(sb[i], [k])[f"pass@{k}"] for i in ids]
+
+        def add(metric: str, va: list[float], vb: list[float], grader: str = "rewardlab", how: str | None = None) -> None:
             d = paired_difference(va, vb)
             rows.append({
-                "benchmark": bench, "metric": f"pass@{k}", **d.to_dict(),
+                "benchmark": bench, "grader": grader, "metric": metric, **d.to_dict(),
                 "a_summary": summarize(va).to_dict(), "b_summary": summarize(vb).to_dict(),
-                "only_in_a": len(sa) - len(ids), "only_in_b": len(sb) - len(ids),
+                "only_in_a": len(sa) - len(ids), "only_in_b": len(sb) - len(ids), **({"how": how} if how else {}),
             })
+
+        for k in ks:
+            add(f"pass@{k}", [problem_passk(sa[i], [k])[f"pass@{k}"] for i in ids],
+                [problem_passk(sb[i], [k])[f"pass@{k}"] for i in ids])
+        # avg@n: each problem's mean correctness over its own samples (n may differ between the runs);
+        # with one sample each it is pass@1, already listed
+        if max(na, nb) > 1:
+            add(f"avg@{na}" if na == nb else "avg@n", [_mean_correct(sa[i]) for i in ids],
+                [_mean_correct(sb[i]) for i in ids])
+        grader_a = ra.get("configs", {}).get(bench, {}).get("grader", "math")
+        if grader_a != "code" and min(na, nb) > 1:  # maj@k over answer classes, k > 1 (maj@1 is pass@1)
+            seed_a, seed_b = ra.get("config", {}).get("seed", 0), rb.get("config", {}).get("seed", 0)
+            maj_ks = sorted({k for k in ks if k > 1} | {min(na, nb)})
+            va_all, ma = _maj_values([sa[i] for i in ids], maj_ks, seed_a)
+            vb_all, mb = _maj_values([sb[i] for i in ids], maj_ks, seed_b)
+            for k in maj_ks:
+                add(f"maj@{k}", va_all[k], vb_all[k], how=f"A {ma[k]}, B {mb[k]}")
+        # the reference graders both runs were graded with (their graders_<bench>.jsonl)
+        ga, gb = _grader_scores(pa, ra, bench), _grader_scores(pb, rb, bench)
+        for g in [g for g in ga if g in gb and g != "rewardlab"]:
+            if all(i in ga[g] and i in gb[g] for i in ids):
+                for k in ks:
+                    add(f"pass@{k}", [_passk_of(ga[g][i], k) for i in ids], [_passk_of(gb[g][i], k) for i in ids], grader=g)
         for key in ("prompt_template_sha256", "grader", "sampling"):
             ca, cb = ra.get("configs", {}).get(bench, {}).get(key), rb.get("configs", {}).get(bench, {}).get(key)
             if ca != cb:
@@ -113,15 +138,54 @@ def compare_results(a_path: str | os.PathLike | Sequence[str], b_path: str | os.
             "rows": rows, "warnings": warnings, "ci": "95% CI of B-A paired on problems (Newcombe score interval for 0/1 scores, else normal); p: exact sign test"}
 
 
+def _mean_correct(rec: dict[str, Any]) -> float:
+    return sum(is_correct(x) for x in rec["scores"]) / len(rec["scores"])
+
+
+def _passk_of(scores: list[Any], k: int) -> float:
+    return pass_at_k(len(scores), sum(is_correct(x) for x in scores), min(k, len(scores)))
+
+
+def _maj_values(recs: list[dict[str, Any]], ks: list[int], seed: int) -> tuple[dict[int, list[float]], dict[int, str]]:
+    """Per-problem maj@k of one run's records (answer classes by the math reward, as the runner does)."""
+    from rewardlab.eval.graders import class_correctness, math_answer_classes
+
+    labels = math_answer_classes([[None if e is None else str(e) for e in r["extracted"]] for r in recs])
+    vals: dict[int, list[float]] = {k: [] for k in ks}
+    methods: dict[int, set] = {k: set() for k in ks}
+    for lab, r in zip(labels, recs):
+        cc, _ = class_correctness(lab, [bool(c) for c in r["correct"]])
+        for k in ks:
+            v, m = maj_at_k(lab, cc, k, seed=seed, key=r["id"])
+            vals[k].append(v)
+            methods[k].add(m)
+    return vals, {k: "/".join(sorted(m)) or "exact" for k, m in methods.items()}
+
+
+def _grader_scores(path: Path, res: dict[str, Any], bench: str) -> dict[str, dict[str, list[Any]]]:
+    """{grader: {problem id: scores}} from a run's ``graders_<bench>.jsonl``, or {} when it has none."""
+    name = (res.get("grader_samples") or {}).get(bench)
+    if not name or not (path.parent / name).is_file():
+        return {}
+    _, by_id = read_samples(path.parent / name)
+    out: dict[str, dict[str, list[Any]]] = {}
+    for pid, line in by_id.items():
+        for g, sc in (line.get("scores") or {}).items():
+            out.setdefault(g, {})[pid] = sc
+    return out
+
+
 def format_compare(cmp: dict[str, Any]) -> str:
     """The delta table of :func:`compare_results`."""
     lines = [f"A: {cmp['a']['model']}  ({cmp['a']['path']})", f"B: {cmp['b']['model']}  ({cmp['b']['path']})"]
-    head = f"{'benchmark':<12} {'metric':<8} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI (paired)':>17} {'+/-':>7} {'p':>6} {'problems':>9}"
+    head = (f"{'benchmark':<12} {'grader':<16} {'metric':<8} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI (paired)':>17} {'+/-':>7} "
+            f"{'p':>6} {'problems':>9}")
     lines += [head, "-" * len(head)]
     for r in cmp["rows"]:
         ci = f"[{100 * r['ci_low']:+5.1f}, {100 * r['ci_high']:+5.1f}]"
         lines.append(
-            f"{r['benchmark']:<12} {r['metric']:<8} {100 * r['a']:6.1f}% {100 * r['b']:6.1f}% {100 * r['delta']:+6.1f} {ci:>17} "
+            f"{r['benchmark']:<12} {r.get('grader', 'rewardlab'):<16} {r['metric']:<8} {100 * r['a']:6.1f}% {100 * r['b']:6.1f}% "
+            f"{100 * r['delta']:+6.1f} {ci:>17} "
             f"{'+' + str(r['improved']) + '/-' + str(r['regressed']):>7} {r['p_value']:6.3f} {r['n']:>9}"
         )
     lines.append(f"({cmp['ci']}; +/-: problems improved/regressed)")
@@ -137,7 +201,8 @@ def plot_compare(cmp: dict[str, Any], path: str | os.PathLike) -> Path:
     import matplotlib.pyplot as plt
 
     rows = cmp["rows"]
-    labels = [f"{r['benchmark']}\n{r['metric']}" for r in rows]
+    labels = [f"{r['benchmark']}\n{r['metric']}" + ("" if r.get("grader", "rewardlab") == "rewardlab" else f"\n{r['grader']}")
+              for r in rows]
     xs = list(range(len(rows)))
     w = 0.38
     fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(rows) + 1.5), 4.0), dpi=120)
