@@ -335,3 +335,12 @@ def test_registry_and_parsing():
     assert G.get_grader("rewardlab", "math").name == "math"
     assert G.get_grader("lm-eval-flexible").describe()["regex"] == G._FLEX
     assert G.parser_name() in ("sympy-antlr", "latex2sympy2_extended")
+
+
+def test_minerva_long_inputs_leave_the_callers_thread():
+    g = G.Minerva(boxed=True)
+    long_answer = "\\boxed{" + "$" + "1" * 5000 + "}"
+    assert g.fast(long_answer, "1") is None  # normalised in a worker, under the pool's deadline
+    assert g.fast("x" * 30000 + "\\boxed{1}", "1") is None
+    assert g.fast("\\boxed{1}", "1").score == 1.0
+    assert G.Minerva().fast("Final Answer: The final answer is $1$. I hope it is correct.", "1").score == 1.0

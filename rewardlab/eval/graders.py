@@ -427,6 +427,12 @@ def minerva_gold(reference: Any) -> str | None:
     return None if reference is None else normalize_final_answer(str(reference))
 
 
+FAST_MAX_COMPLETION = 20000
+"""Longest completion :class:`Minerva` reads on the caller's thread (longer: in a pool worker)."""
+FAST_MAX_ANSWER = 400
+"""Longest extracted answer :class:`Minerva` normalises on the caller's thread."""
+
+
 class Minerva:
     """lm-eval's minerva_math ``exact_match`` (``boxed=False``) or our boxed-answer variant (``boxed=True``)."""
 
@@ -440,18 +446,28 @@ class Minerva:
     def __repr__(self) -> str:
         return f"Minerva(boxed={self.boxed})"
 
-    def extract(self, completion: Any) -> str:
+    def _raw(self, completion: Any) -> str | None:
         text = completion if isinstance(completion, str) else ""
         if self.boxed:
-            inner = remove_boxed(last_boxed_only_string(text))
-            return normalize_final_answer(inner) if inner is not None else MINERVA_INVALID
-        return normalize_final_answer(minerva_final_answer(text))
+            return remove_boxed(last_boxed_only_string(text))
+        return minerva_final_answer(text)
+
+    def extract(self, completion: Any) -> str:
+        raw = self._raw(completion)
+        return MINERVA_INVALID if raw is None else normalize_final_answer(raw)
 
     def _prepare(self, completion: Any, reference: Any) -> tuple[str, str | None, dict]:
         pred, gold = self.extract(completion), minerva_gold(reference)
         return pred, gold, {"status": "ok", "pred": pred, "gold": gold, "filter": self.name}
 
     def fast(self, completion: Any, reference: Any, **meta: Any) -> RewardResult | None:
+        # lm-eval's regexes are not all linear ("(.*?)(\$)(.*?)(\$)(.*)" is quadratic on a long
+        # answer with one "$"): long inputs are handled where the pool's deadline can stop them
+        if isinstance(completion, str) and len(completion) > FAST_MAX_COMPLETION:
+            return None
+        raw = self._raw(completion)
+        if raw is not None and len(raw) > FAST_MAX_ANSWER:
+            return None
         pred, gold, info = self._prepare(completion, reference)
         if gold is None:
             info["status"] = "bad_gold"
