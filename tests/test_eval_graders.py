@@ -344,3 +344,54 @@ def test_minerva_long_inputs_leave_the_callers_thread():
     assert g.fast("x" * 30000 + "\\boxed{1}", "1") is None
     assert g.fast("\\boxed{1}", "1").score == 1.0
     assert G.Minerva().fast("Final Answer: The final answer is $1$. I hope it is correct.", "1").score == 1.0
+
+
+# ----------------------------------------------------------------------------- on a sample store
+
+def _data_dir():
+    from conftest import data_dir
+
+    return data_dir()
+
+
+def test_on_a_sample_store_lm_eval_strict_and_flexible_equal_lm_evals_own(tmp_path):
+    """A run's own samples (samples_gsm8k.jsonl) graded by lm-eval's filter chain and exact_match, with
+    the GSM8K solution as the target, give the verdicts of graders_gsm8k.jsonl on every sample and
+    the pass@1 of results.json."""
+    data = _data_dir()
+    if data is None:
+        pytest.skip("no evaluation data directory (set REWARDLAB_DATA_DIR)")
+    from rewardlab.eval import load_rows, load_spec, render_prompt, run_eval
+    from rewardlab.rollout import Completion
+
+    spec = load_spec("gsm8k")
+    rows, _ = load_rows(spec, data, limit=24)
+    by_prompt = {render_prompt(spec, r, None): r for r in rows}
+    rnd = random.Random(7)
+
+    class Engine:
+        def generate(self, prompts, n, sampling):
+            out = []
+            for i, p in enumerate(prompts):
+                gold = by_prompt[p].reference
+                for _ in range(n):
+                    c = rnd.choice(CORPUS)
+                    c += rnd.choice([f"\n#### {gold}", f" The answer is {gold}.", f" so {gold}", f" \\boxed{{{gold}}}", ""])
+                    out.append(Completion(i, [], [1], c, "stop"))
+            return out
+
+    res = run_eval("corpus", ["gsm8k"], tmp_path, limit=24, n=6, k=[1], temperature=1.0, engine=Engine(), data_dir=data,
+                   progress=False, grader="lm-eval-strict,lm-eval-flexible")
+    samples = [json.loads(x) for x in (tmp_path / "samples_gsm8k.jsonl").read_text().splitlines()[1:]]
+    verdicts = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "graders_gsm8k.jsonl").read_text().splitlines()[1:]}
+    solution = {r.id: r.fields["solution"] for r in rows}
+    for mode, filter_name in (("strict", "strict-match"), ("flexible", "flexible-extract")):
+        completions = [c for s in samples for c in s["completions"]]
+        docs = [{"answer": solution[s["id"]]} for s in samples for _ in s["completions"]]
+        preds, ems = _lm_eval_gsm8k("gsm8k", filter_name, completions, docs)
+        ours = [v for s in samples for v in verdicts[s["id"]]["scores"][f"lm-eval-{mode}"]]
+        ours_pred = [v for s in samples for v in verdicts[s["id"]]["extracted"][f"lm-eval-{mode}"]]
+        assert [x == 1.0 for x in ours] == ems
+        assert ours_pred == preds
+        assert res["results"]["gsm8k"][f"pass@1,lm-eval-{mode}"] == pytest.approx(sum(ems) / len(ems))
+        assert 0 < sum(ems) < len(ems)
