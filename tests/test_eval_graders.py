@@ -395,3 +395,46 @@ def test_on_a_sample_store_lm_eval_strict_and_flexible_equal_lm_evals_own(tmp_pa
         assert ours_pred == preds
         assert res["results"]["gsm8k"][f"pass@1,lm-eval-{mode}"] == pytest.approx(sum(ems) / len(ems))
         assert 0 < sum(ems) < len(ems)
+
+
+def test_on_a_sample_store_minerva_equals_lm_evals_process_results(tmp_path, minerva):
+    """MATH-500 samples of a run, graded by lm-eval's own ``process_results`` (its ``exact_match``) on
+    docs built by its ``process_docs`` rule, give the minerva verdicts of graders_math500.jsonl."""
+    U = minerva
+    data = _data_dir()
+    if data is None:
+        pytest.skip("no evaluation data directory (set REWARDLAB_DATA_DIR)")
+    from rewardlab.eval import load_rows, load_spec, render_prompt, run_eval
+    from rewardlab.rollout import Completion
+
+    spec = load_spec("math500")
+    rows, _ = load_rows(spec, data, limit=12)
+    by_prompt = {render_prompt(spec, r, None): r for r in rows}
+    forms = ["Final Answer: The final answer is ${}$. I hope it is correct.", "so \\boxed{{{}}}.",
+             "Final Answer: The final answer is {}. I hope it is correct.", "The answer is {}"]
+
+    class Engine:
+        def generate(self, prompts, n, sampling):
+            out = []
+            for i, p in enumerate(prompts):
+                gold = by_prompt[p].reference
+                for j in range(n):
+                    ans = [gold, "7", f"{gold} \\text{{ units}}", "\\frac{1}{2}"][j % 4]
+                    out.append(Completion(i, [], [1], forms[(i + j) % len(forms)].format(ans), "stop"))
+            return out
+
+    res = run_eval("m", ["math500"], tmp_path, limit=12, n=4, k=[1], temperature=1.0, engine=Engine(), data_dir=data,
+                   progress=False, grader="minerva,minerva-boxed")
+    samples = [json.loads(x) for x in (tmp_path / "samples_math500.jsonl").read_text().splitlines()[1:]]
+    verdicts = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "graders_math500.jsonl").read_text().splitlines()[1:]}
+    sol = {r.id: r.fields["solution"] for r in rows}
+    ref_all, ours_all = [], []
+    for s in samples:
+        doc = {"solution": sol[s["id"]], "problem": "",
+               "answer": U.normalize_final_answer(U.remove_boxed(U.last_boxed_only_string(sol[s["id"]])))}
+        for j, c in enumerate(s["completions"]):
+            ref_all.append(U.process_results(doc, [c])["exact_match"] == 1)
+            ours_all.append(verdicts[s["id"]]["scores"]["minerva"][j] == 1.0)
+    assert ours_all == ref_all
+    assert 0 < sum(ref_all) < len(ref_all)
+    assert res["results"]["math500"]["pass@1,minerva"] == pytest.approx(sum(ref_all) / len(ref_all))
