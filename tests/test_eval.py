@@ -493,6 +493,9 @@ def test_graders_side_by_side_with_disagreements(tmp_path):
     assert det["maj"]["how"]["maj@2"]["method"] == "exact"
     assert det["solve_rate_histogram"] == {"0/4": 0, "1/4": 0, "2/4": 0, "3/4": 3, "4/4": 0}
     assert res["configs"]["gsm8k"]["graders"] == ["rewardlab", "lm-eval-strict", "lm-eval-flexible", "minerva-boxed"]
+    side = det["side_by_side"]
+    assert list(side) == ["rewardlab", "lm-eval-strict", "lm-eval-flexible", "minerva-boxed"]
+    assert side["rewardlab"]["pass@1"] == pytest.approx(0.75) and side["lm-eval-strict"]["pass@1"] == pytest.approx(0.25)
     # the sample store: one line per problem with every grader's verdicts and the disagreements
     lines = [json.loads(x) for x in (tmp_path / res["grader_samples"]["gsm8k"]).read_text().splitlines()]
     assert lines[0]["header"]["graders"][0] == "rewardlab" and len(lines) == 4

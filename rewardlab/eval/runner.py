@@ -421,6 +421,10 @@ def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: S
                           "mixed_classes": mixed}
     if graders_out:
         details["graders"] = graders_out
+        side = {DEFAULT_GRADER: {f"pass@{k}": metrics[f"pass@{k}"].value for k in ks}}
+        for name, g in graders_out.items():
+            side[name] = {m: d["value"] for m, d in g["metrics"].items()} if g.get("applicable") else None
+        details["side_by_side"] = side
     if records and "tool_calls" in records[0]:  # --- tool rollouts ---
         calls = [c for r in records for c in r["tool_calls"]]
         status: dict[str, int] = {}
