@@ -9,6 +9,17 @@ the format rewards, the length and repetition shaping, and code-block extraction
 :mod:`rewardlab.rewards.fuzz` (the grammar the default tests use too). A call that takes longer than
 ``--hang-s`` prints its input and exits with status 3 (a call that raises: status 4): paste the input
 into the regression table of ``tests/test_fuzz_rewards.py``.
+
+``--differential`` hunts false positives instead (``bench/fuzz_diff.py``): it perturbs the
+golds of GSM8K, MATH-500 and the public corpus (read at run time from ``REWARDLAB_DATA_DIR`` /
+``../shared``) with named families, scores every pair with ``score_batch(math_reward, ...)`` and with
+an independent oracle (its own reader + sympy/mpmath at 50 digits, and math-verify), and prints per
+family the pairs tried, decided, FP and FN, then every FP pair with the reward's info:
+
+    REWARDLAB_DATA_DIR=../shared/data .venv/bin/python bench/fuzz_rewards.py --differential --pairs 100000 --seed 0
+    ... --differential --pairs 5000 --json out.json     # also every FP / FN / contested row as JSON
+
+Exit status 5 when it found an FP.
 """
 
 from __future__ import annotations
@@ -69,13 +80,68 @@ def run_one(name: str, texts: list[str], golds: list[str], hang_s: float) -> lis
             return lat
 
 
+def differential(args) -> None:
+    import json
+
+    from fuzz_diff import family_table, load_golds, make_pairs, run_differential
+
+    t0 = time.perf_counter()
+    golds = load_golds()
+    by_src: dict[str, int] = {}
+    for src, _ in golds:
+        by_src[src] = by_src.get(src, 0) + 1
+    pairs = make_pairs(golds, args.pairs, seed=args.seed, families=args.families.split(",") if args.families else None)
+    print(f"fuzz_rewards --differential: {len(pairs)} pairs, seed {args.seed}, golds {by_src}, "
+          f"generated in {time.perf_counter() - t0:.1f} s")
+    print("families:\n" + family_table(sorted({p.family for p in pairs})))
+    rep = run_differential(pairs, workers=args.workers, progress=lambda m: print(m, flush=True))
+    print(rep.table())
+    t = rep.timings
+    print(f"time: reward {t['reward_s']:.1f} s, oracle A {t['oracle_a_s']:.1f} s, oracle B {t['oracle_b_s']:.1f} s "
+          f"({rep.oracle_b_calls} math-verify calls), total {t['total_s']:.1f} s "
+          f"({len(pairs) / t['total_s']:.0f} pairs/s)")
+    print(f"\nFALSE POSITIVES ({len(rep.fp)}): the reward paid, the oracle says different")
+    for r in rep.fp:
+        print(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} oracle A={r['judge_a']} "
+              f"{r['why']} info={r['info']}")
+    if rep.contested:
+        print(f"\nCONTESTED ({len(rep.contested)}, not counted): paid; judge A reads two different values, math-verify says equal")
+        for r in rep.contested[: args.show]:
+            print(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} info={r['info']}")
+    print(f"\nFALSE NEGATIVES ({len(rep.fn)}; first {args.show} per family): the oracle says equal, the reward did not pay")
+    shown: dict[str, int] = {}
+    for r in rep.fn:
+        if shown.get(r["family"], 0) < args.show:
+            shown[r["family"]] = shown.get(r["family"], 0) + 1
+            print(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} score={r['score']} info={r['info']}")
+    if args.json:
+        from fuzz_diff import summary
+
+        out = summary(rep)
+        out["fn"] = rep.fn
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1, ensure_ascii=False, default=str)
+        print(f"wrote {args.json}")
+    if rep.fp:
+        sys.exit(5)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calls", type=int, default=3000, help="hostile texts per reward")
     ap.add_argument("--max-chars", type=int, default=600)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--hang-s", type=float, default=10.0)
+    ap.add_argument("--differential", action="store_true", help="perturbed golds vs an independent oracle (FP/FN)")
+    ap.add_argument("--pairs", type=int, default=100_000, help="--differential: pairs to try")
+    ap.add_argument("--families", default="", help="--differential: comma-separated families (default all)")
+    ap.add_argument("--workers", type=int, default=2, help="--differential: oracle processes")
+    ap.add_argument("--show", type=int, default=5, help="--differential: FN/contested rows shown per family")
+    ap.add_argument("--json", default="", help="--differential: write every FP/FN/contested row here")
     args = ap.parse_args()
+    if args.differential:
+        differential(args)
+        return
 
     rng = random.Random(args.seed)
     texts = [hostile_text(rng, args.max_chars) for _ in range(args.calls)]

@@ -159,7 +159,7 @@ REGRESSIONS = [
     ("The answer is 5 " + "ab" * 40 + "1", "5", 0.0, "ok", "same, longer"),
     # bench/fuzz_rewards.py seed 0 call 1: 'Answer:' spam then letters and '^^^' hit the same pattern
     ("Answer:" * 16 + "(a, b)" * 16 + "\\{" * 32 + "3.14" * 31 + "&&\\(\\(ZZZZZZZZ" + "007" * 8 + "e" * 64 + "^^^",
-     "3.14", 0.0, "parse_error", "unit tail via fuzzer"),
+     "3.14", 0.0, "ok", "unit tail via fuzzer"),
     # bench/fuzz_rewards.py seed 0: a 400-digit integer against an irrational gold raised OverflowError
     # in the float check of the fast path (math_reward then reported status "error")
     ("\\boxed{" + "9" * 300 + "}", "\\sqrt{2}", 0.0, "ok", "huge integer vs irrational"),

@@ -33,7 +33,7 @@ fast comparison runs on at most ``FAST_MAX_CHARS`` characters.
 (how the answer was found), ``rule`` (what decided: ``fast_int``, ``fast_fraction``, ``fast_percent``,
 ``fast_list``, ``fast_poly``, ``fast_magnitude``, ``string``, ``text``, ``math_verify``, ...) and,
 when parsed, ``pred_parsed`` / ``gold_parsed``. Statuses other than ``ok``: ``no_answer``,
-``box_spam``, ``ambiguous``, ``number_spam``, ``empty_box``, ``timeout``, ``too_complex``,
+``box_spam``, ``ambiguous``, ``number_spam``, ``empty_box``, ``negated``, ``junk``, ``timeout``, ``too_complex``,
 ``gold_parse_error``, ``bad_gold``, ``error``.
 
 CLI: ``rewardlab reward math --completion "... \\boxed{3/4}" --gold "\\frac{3}{4}"``.

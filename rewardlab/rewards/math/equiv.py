@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from rewardlab.rewards.math.bounded import repeating
+from rewardlab.rewards.math.bounded import decimal, parse_int, repeating
 from rewardlab.rewards.math.values import (
     Huge,
     Invalid,
@@ -143,6 +143,18 @@ def _ascii_to_latex(s: str) -> str:
     return s
 
 
+_SCALE_WORDS = {"dozen": 12, "hundred": 10**2, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+
+
+def _scaled(num: str, scale: int) -> str | None:
+    """``"0.5"`` and 1000 -> ``"500"``: a plain decimal of at most 30+30 digits times a scale word, when
+    the product is a whole number (else None: the words stay, and are not paid as the bare number)."""
+    if not re.fullmatch(r"-?\d{1,30}(?:\.\d{1,30})?", num):
+        return None
+    v = decimal(num) * scale
+    return str(v.numerator) if v.denominator == 1 else None
+
+
 def normalize(ans: str) -> tuple[str, dict]:
     """Canonical text of an extracted answer, and flags (``percent``, ``text``)."""
     flags: dict = {}
@@ -169,7 +181,13 @@ def normalize(ans: str) -> tuple[str, dict]:
     m = _UNIT_TAIL.search(s)
     if m and re.search(r"\d", s[:m.start()]):
         words = [w.lower().rstrip(".") for w in re.findall(r"[A-Za-z]+", m.group(1))]
-        if not any(w in _KEEP_WORDS for w in words):
+        if words[0] in _SCALE_WORDS:  # "234 thousand" is 234000, never 234; "x thousand" stays words
+            scaled = _scaled(s[:m.start()].strip(), _SCALE_WORDS[words[0]])
+            if scaled is not None:
+                s = scaled
+                if words[1:]:
+                    flags["unit"] = " ".join(words[1:])
+        elif not any(w in _KEEP_WORDS for w in words):
             s = s[:m.start()].strip()
             flags["unit"] = " ".join(words)
     s = s.replace("+-", "-").replace("+ -", "-")
@@ -488,12 +506,26 @@ def _split_assignment(s: str) -> tuple[str, str] | None:
     return parts[0].strip(), parts[-1].strip()
 
 
+def _false_chain(s: str) -> bool:
+    """``:_Z = 3 = 2928``: a chain of equalities, not headed by a variable, with two different plain numbers
+    in it is no derivation (junk, or a false claim)."""
+    if s.count("=") < 2:
+        return False
+    parts = _top_level_split(s, "=") or []
+    if len(parts) < 3 or re.fullmatch(r"\s*+[A-Za-z](?:_\{?\w{1,8}\}?)?\s*+", parts[0]):
+        return False  # "x = 5+5+1 = 7 = 11": a variable's derivation, compared by its last member
+    nums = {decimal(p.strip()) for p in parts if _PLAIN_NUMBER.fullmatch(p.strip()) and "%" not in p}
+    return len(nums) >= 2
+
+
 def _simple_lhs(lhs: str) -> bool:
     return bool(lhs) and len(lhs) <= 40 and not re.search(r"\d", re.sub(r"_\{[^}]*\}|_\w", "", lhs))
 
 
 def _canon(s: str) -> str:
-    return re.sub(r"\s+", "", s)
+    """Whitespace dropped, except between two digits: ``16 50`` is not ``1650`` (``normalize`` has already
+    joined valid ``1 650`` groupings)."""
+    return re.sub(r"\s+", "", re.sub(r"(?<=\d)\s+(?=\d)", "\u2423", s))
 
 
 def _is_text_word(s: str) -> bool:
@@ -624,6 +656,47 @@ def _decimal_comma(s: str, other: str) -> str:
     return s
 
 
+_JUXTAPOSED = re.compile(r"\d(?:\}|\\?%)*+(?:\s++|\s*+[|$:]\s*+)\d")  # also "600|1|", "\frac{13}{18}$12", "\frac23:1"  # "1 11", "\frac{13}{6}  7"; "\frac{1} {2}" has a brace before its digit
+def _juxtaposed(s: str) -> bool:
+    """Two numbers side by side, sub- and superscripts aside (``\\log_2 8`` is one value)."""
+    return bool(_JUXTAPOSED.search(_SCRIPT.sub("@", s)))
+
+
+_DOLLAR_BETWEEN = re.compile(r"\d\}*+\s*+\$\s*+\d")  # "\frac{13}{18}$12": normalize drops the "$"
+_SCRIPT = re.compile(r"[\^_]\s*+(?:\{[^{}]*+\}|\S)")
+_ATOM = re.compile(r"\\[dt]?frac\s*+\{[^{}]*+\}\s*+\{[^{}]*+\}|\\sqrt\s*+(?:\[[^\]]*+\])?\{[^{}]*+\}|[\^_]\s*+(?:\{[^{}]*+\}|\S)")
+_ENVIRONMENT = re.compile(r"\\(?:begin|end|mathrm|operatorname|text|textbf|mathbf)\s*+\{[A-Za-z* ]*+\}")
+_ANSWER_WORDS_OK = {"and", "or", "of", "to", "pct", "percent", "percentage"}
+
+
+def _words_and_values(s: str) -> bool:
+    """Whether an answer is words around two or more different values (``éxANSanswer 1 ing: -\\frac{2}{3}``):
+    junk or a sentence, whose value math-verify would pick on its own. Fractions, roots, powers and
+    subscripts count as one value; LaTeX command names, environment names and products of one or two
+    letters (``2ab``) are not words."""
+    if not re.search(r"[A-Za-z]{2}", s):
+        return False
+    t = _ATOM.sub(" 0 ", _ENVIRONMENT.sub(" ", s))
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"\\[A-Za-z]+", " ", t))} - _ANSWER_WORDS_OK
+    return bool(words) and len(set(re.findall(r"\d+(?:[.,]\d+)*", t))) >= 2
+
+
+_DIGITS36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_BASE_NUMERAL = re.compile(r"(\d[0-9A-Z]{0,63})_\{?(\d{1,2})\}?")
+
+
+def _base_numeral(s: str) -> int | None | bool:
+    """``204_5`` -> 54; None when ``s`` is not a numeral with a base subscript; False when it is one
+    that cannot be (``204_55``'s base, ``29_8``'s digit): never read as 204 or 29."""
+    m = _BASE_NUMERAL.fullmatch(s)
+    if not m:
+        return None
+    digits, base = m.group(1), parse_int(m.group(2))
+    if not 2 <= base <= 36 or any(_DIGITS36.index(c) >= base for c in digits):
+        return False
+    return parse_int(digits, base)
+
+
 def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     """Decide equivalence of two extracted answers without sympy; ``equal=None`` when undecided."""
     pn, pf = normalize(pred)
@@ -642,6 +715,9 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     pn = _IN_PREFIX.sub("", pn)
     gn = _IN_PREFIX.sub("", gn)
     # assignments: x = 5 vs 5; (p,q)=(3,2) vs (3,2); S:T = 7:32 vs 7:32
+    if _false_chain(pn) and not _false_chain(gn):
+        d.equal, d.rule, d.detail = False, "false_chain", "a chain a = b = c whose members are different numbers"
+        return d
     pa, ga = _split_assignment(pn), _split_assignment(gn)
     if pa and ga and _canon(pa[0]) == _canon(ga[0]) and _simple_lhs(pa[0]):
         pn, gn = pa[1], ga[1]
@@ -652,9 +728,20 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     elif pa or ga or _REL.search(pn) or _REL.search(gn):
         return _compare_relations(pn, gn, d, max_depth)
     pn, gn = _decimal_comma(pn, gn), _decimal_comma(gn, pn)
+    pb, gb = _base_numeral(pn), _base_numeral(gn)
+    if pb is False or gb is False:
+        d.equal, d.rule, d.detail = False, "base_numeral", "a digit not below its base (or a base outside 2..36)"
+        return d
+    pn, gn = (str(pb) if pb is not None else pn), (str(gb) if gb is not None else gn)
     d.pred_norm, d.gold_norm = pn, gn
     if _canon(pn) == _canon(gn):
         d.equal, d.rule = True, "string"
+        return d
+    if _words_and_values(pn) and not _words_and_values(gn):
+        d.equal, d.rule, d.detail = False, "words_and_values", "words around two or more values: no single value to compare"
+        return d
+    if (_juxtaposed(pn) or _DOLLAR_BETWEEN.search(pred)) and not (_juxtaposed(gn) or _DOLLAR_BETWEEN.search(gold)):
+        d.equal, d.rule, d.detail = False, "juxtaposed", "two numbers side by side (\"1 11\", \"\\frac{13}{6} 7\"): a list or junk, no value"
         return d
     if _UNEVALUATED.fullmatch(pn) and _PLAIN_NUMBER.fullmatch(gn):
         d.equal, d.rule, d.detail = False, "unevaluated", "an arithmetic expression is not the number it comes to"

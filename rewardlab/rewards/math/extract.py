@@ -61,8 +61,13 @@ class Extraction:
     method: str
     """"boxed", "hash", "phrase", "bare", "last_number", "last_math", or "none"."""
     problem: str | None = None
-    """None, or a reason code: "no_answer", "box_spam", "ambiguous", "number_spam", "empty_box"."""
+    """None, or a reason code: "no_answer", "box_spam", "ambiguous", "number_spam", "empty_box", "negated", "junk"."""
     n_boxes: int = 0
+
+
+_ESCAPE_ARTEFACTS = {0x07: "\\a", 0x08: "\\b", 0x0B: "\\v", 0x0C: "\\f"}
+"""Control characters that only appear in math text as a LaTeX command eaten by a string escape
+(``"\\frac"`` typed as ``"\frac"`` is form feed + ``rac``; ``\b`` of ``\boxed`` / ``\begin`` is backspace)."""
 
 
 def clean_text(text: str, strip_thinking: bool = True) -> str:
@@ -71,6 +76,8 @@ def clean_text(text: str, strip_thinking: bool = True) -> str:
         k = text.find(tok)
         if k >= 0:
             text = text[:k]
+    if "\x08" in text or "\x0c" in text or "\x07" in text or "\x0b" in text:
+        text = text.translate(_ESCAPE_ARTEFACTS)  # "\x0crac" is "\\frac" written through a string escape
     if strip_thinking:
         k = text.rfind("</think>")
         if k >= 0:
@@ -187,7 +194,8 @@ _PHRASE = re.compile(
     r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+",
     re.IGNORECASE,
 )
-_NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*+/\s*+\d+)?%?|(?<![\w.])-?\.\d+")
+_NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*+/\s*+\d+|_\{?+\d{1,2}\}?+)?%?"
+                       r"|(?<![\w.])-?\.\d+")  # "42_8" whole: a base numeral is never its digits
 _HEDGE = re.compile(r"\b(?:or|either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
 _HEDGE_STRONG = re.compile(r"\b(?:either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
 _MATH_SEG = re.compile(r"\$\$(.{1,2000}?)\$\$|\$(.{1,2000}?)\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.DOTALL)
@@ -202,12 +210,29 @@ _OPERAND = r"\(?\s*+-?\d++(?:\.\d++)?\s*+\)?"
 _OPERATOR = r"(?:[-+*/×x·]|\\times|\\cdot|plus|minus|times|divided\s++by)"
 _RESULT_NUM = r"-?(?:[1-9]\d{0,2}(?:,\d{3})++(?!\d)|\d++)(?:\.\d++)?%?"
 _RESULT = re.compile(
-    r"(?<![\w.])" + _OPERAND + r"(?:\s*+" + _OPERATOR + r"\s*+" + _OPERAND + r")++\s*+,?\s*+"
+    r"(?<![\w.^/_])" + _OPERAND + r"(?:\s*+" + _OPERATOR + r"\s*+" + _OPERAND + r")++\s*+,?\s*+"
     r"(?:=|equals?+|is\s++equal\s++to|is|makes|gives|(?:for\s++)?a\s++total\s++of)\s*+(?P<rhs>" + _RESULT_NUM + r")"
     r"|\b(?:to|we|you|I|they)\s++get\s++(?P<got>" + _RESULT_NUM + r")",
     re.IGNORECASE,
 )
 _CONTINUED = re.compile(r"\s*+(?:(?:[-+*/×^]|\\times|\\cdot)\s*+\d|=)")  # "= 8 + 2", "= 7 = 11": a step, not the result
+# A value the text itself rejects: "I think 15 is incorrect.", "The answer is not $9$."
+_NEGATED_AFTER = re.compile(r"(?:\^\s*+\{?\\circ\}?|\\?%|\s++(?!(?:is|was|are|were|would|seems)\b)[A-Za-z]++)?\s*+\$?+\)?+\s*+(?:is|was|are|were|would\s++be|seems)\s++(?:not\b|incorrect|wrong|false|a\s++mistake)",
+                            re.IGNORECASE)
+_NOT_VALUE = re.compile(r"\bnot\s++(?:\\?\$\s*+)?(" + r"-?\d[\d,]{0,30}(?:\.\d{1,30})?" + r")")
+
+
+def _digits_key(num: str) -> str:
+    """``"018.900"`` -> ``"18.9"``: a plain decimal without commas, leading zeros or trailing fractional zeros."""
+    num = num.replace(",", "")
+    if "." in num:
+        num = num.rstrip("0").rstrip(".")
+    neg = num.startswith("-")
+    num = num.lstrip("-").lstrip("0") or "0"
+    return ("-" if neg else "") + num
+
+
+_NEGATED_START = re.compile(r"(?:not|isn't|is\s++not|never)\b", re.IGNORECASE)
 _PLACEHOLDERS = {"n", "x", "answer", "your answer", "final answer", "the answer", "...", "\\ldots", "?", "\\text{answer}"}
 
 
@@ -261,6 +286,8 @@ def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extracti
     sent = region.strip()
     if not sent:
         return Extraction(None, method, "no_answer")
+    if method == "phrase" and _NEGATED_START.match(sent):  # "The answer is not $n=2, 3, 4$."
+        return Extraction(None, method, "negated")
     nums = _numbers(sent)
     if policy.refuse_ambiguous and len(set(nums)) >= 2 and _HEDGE_STRONG.search(re.sub(r"\$[^$]*\$", " ", sent)):
         return Extraction(None, method, "ambiguous")
@@ -281,9 +308,17 @@ def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extracti
         if last_math is None or not (last_math.start() <= m.start() < last_math.end()):
             last_num = m
     if last_math is not None and (last_num is None or last_math.end() >= last_num.end()):
+        if _NEGATED_AFTER.match(sent, last_math.end()):
+            return Extraction(None, method, "negated")
         inner = next(g for g in last_math.groups() if g is not None)
         return Extraction(inner.strip(), "last_math" if method == "fallback" else method)
     if last_num is not None:
+        if _NEGATED_AFTER.match(sent, last_num.end()):
+            return Extraction(None, method, "negated")
+        if policy.refuse_ambiguous and _AND_WORD_NUMBER.match(sent, last_num.end()):
+            return Extraction(None, method, "ambiguous")
+        if any(_digits_key(m.group(1)) == _digits_key(last_num.group(0)) for m in _NOT_VALUE.finditer(sent, 0, last_num.start())):
+            return Extraction(None, method, "negated")  # "It is not $18.90, it is $18.900.": denies what it asserts
         return Extraction(last_num.group(0), "last_number" if method == "fallback" else method)
     return Extraction(None, method, "no_answer")
 
@@ -301,7 +336,7 @@ def _marker_answer(text: str, policy: ExtractionPolicy, last_phrase: re.Match | 
         if region.startswith('\\"') or region.startswith('"'):
             region = region.strip('\\"').strip()
         ex = _from_region(region, policy, "phrase")
-        if ex.answer is not None or ex.problem == "ambiguous":
+        if ex.answer is not None or ex.problem in ("ambiguous", "negated"):
             return ex
     return None
 
@@ -314,6 +349,7 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
     text = clean_text(text, policy.strip_thinking)
     if "\x00" in text:
         text = text.replace("\x00", "")
+    text = _ZERO_WIDTH.sub("", text)  # invisible: "5\u200b40" is 540
     if not text.strip():
         return Extraction(None, "none", "no_answer")
 
@@ -350,6 +386,10 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
             ans = ", ".join(c for c in last if c) if len(last) > 1 else last[0]
             return Extraction(ans[:MAX_ANSWER_CHARS], "boxed", n_boxes=len(boxes))
 
+    if _ANNOUNCE_AT_END.search(text.rstrip(" \t\n.:*")):
+        return Extraction(None, "phrase", "no_answer")
+    if _is_junk(text.strip()):  # "( éanswer 0 answer= 595": an answer word in junk is no answer phrase
+        return Extraction(None, "none", "junk")
     ex = _marker_answer(text, policy, last_phrase)
     if ex is not None:
         return ex
@@ -357,6 +397,9 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
     if policy.fallback == "none":
         return Extraction(None, "none", "no_answer")
     stripped = text.strip()
+    if ("\n" not in stripped and _NEGATED_START.match(stripped) and is_bare_answer(stripped)
+            and len(set(_numbers(stripped))) == 1):  # "Not $9$."; not "not it's not 10 it's 1,000.99"
+        return Extraction(None, "bare", "negated")
     lead = _LEADING_WORDS.match(stripped)
     if lead and is_bare_answer(stripped):
         stripped = stripped[lead.end():].strip()
@@ -369,6 +412,51 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
             return Extraction(_rhs(results[-1]), "result")
         return Extraction(stripped[:MAX_ANSWER_CHARS], "bare")
     return _conclusion(stripped[-4000:], policy)
+
+
+# Tokenizer artefacts in decoded text (byte-level BPE's Ġ/Ċ, SentencePiece's ▁, a broken UTF-8 byte, a
+# zero-width space): a marker-less text holding one and several numbers is a random model's junk, whose
+# last number is no answer.
+_ARTEFACT = re.compile("[\ufffd\u0120\u010a\u2581]")
+# Sub-words glued to digits as no prose or formula writes them: letters then a digit ("answer0", "qI1"),
+# a digit then mixed case or a long capital run ("3ingANS", "650ANS"), "0_ing", "is#ab", an accented
+# letter against a digit or "=" ("é1", "é=").
+_JUNK_GLUE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}\d|\d[a-z]+[A-Z]|\d[A-Z]{3,}|\d_[A-Za-z]{2,}|[A-Za-z\d]#[A-Za-z]"
+                        "|[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f][\\d=]|\\d[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]")
+_PLAIN_WORD = re.compile(r"(?<!\S)[A-Za-z][a-z]{2,}+[.,;:!?]?(?!\S)")
+_CALL = re.compile(r"(?:sin|cos|tan|cot|sec|csc|log|ln|exp|sqrt|max|min|gcd|lcm|det|mod|abs)\(", re.IGNORECASE)
+_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+
+
+_LATEX_NAMES = re.compile(r"\\(?:begin|end)\s*+\{[^{}]{0,40}\}(?:\{[^{}]{0,40}\})?|\\(?:text|mathrm|textbf|mathbf|operatorname)\s*+\{[^{}]{0,80}\}|\\[A-Za-z]+")
+# A sub-word glued to a symbol or a digit (``answer{``, ``)ing``, ``is=``, ``3ing``) or with a lower-to-upper
+# case change (``qI``, ``xZ``), once LaTeX names are removed: junk, not prose or a formula.
+_GLUED = re.compile(r"[A-Za-z]{3,}[{}()|$#!=:_<>\d]|[{}()|$#!=:_<>\d][A-Za-z]{3,}|[a-z][A-Z]|(?<![A-Za-z])[A-Za-z]{2}[{}()|$#!=:_<>]")
+
+
+def _junk_token(tok: str) -> bool:
+    """Whether one whitespace-free token is junk (``answer{xZ``); ``f(x)``, ``sin(x)``, ``x=5``, ``2ab``,
+    ``\\frac{10}{9}`` and ``\\begin{pmatrix}`` are not."""
+    tok = _LATEX_NAMES.sub("", tok.lstrip("([\"'*").rstrip(".,;:!?)\"'*"))
+    if not re.search(r"[A-Za-z]{2}", tok) or _CALL.match(tok):
+        return False
+    return bool(_GLUED.search(tok))
+
+
+def _is_junk(text: str) -> bool:
+    """A text (without a box) that is junk around numbers: tokenizer artefacts; sub-words glued to digits
+    or symbols with hardly a word of prose (fewer than 3); or one bare line whose brackets do not close
+    (``é(x{ 3 == 842``); each with at least two different numbers in it."""
+    tail = text[-4000:]
+    if _ARTEFACT.search(tail) and len(set(re.findall(r"\d++", tail))) >= 2:
+        return True  # " 1ĠANS 1ĠThe)_00▁the(G": digit runs count, glued or not
+    if len(set(_numbers(tail))) < 2:
+        return False
+    if len(_PLAIN_WORD.findall(tail)) < 3 and (_JUNK_GLUE.search(tail) or any(_junk_token(t) for t in _LATEX_NAMES.sub(" ", tail).split())):
+        return True  # prose has typos ("recommended7"); junk has no prose
+    if "\n" in text or not is_bare_answer(text):
+        return False
+    return sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}")
 
 
 def _rhs(m: re.Match) -> str:
@@ -385,6 +473,20 @@ _WORDS_AFTER = re.compile(r"[A-Za-z]{2,}")
 _BARE_NUMBER = re.compile(r"\(?" + _RESULT_NUM + r"\)?\.?")
 _UNFINISHED = re.compile(r"(?:[-+*/=×^]|\\times|\\cdot)\s*+$")
 _CONCLUDING = re.compile(r"(?:so|thus|therefore|hence|finally|in\s++total|altogether|in\s++all|overall)\b", re.IGNORECASE)
+# A result statement withdrawn by what follows it: "9 + 4 is 13. I've made a mistake ...",
+# "(8 + 2 = 10), is somewhat misleading" ("but" is too common to be one: "3 + 6 is 9, but ...")
+_RETRACT = re.compile(r"\b(?:mistakes?|wrong|incorrect|errors?|misleading|oops|sorry"
+                      r"|not\s++(?:correct|right|possible|true))\b", re.IGNORECASE)
+_UNFINISHED_TAIL = re.compile(r"(?:[-+*/×^]|\\times|\\cdot|\bx)\s*+$")  # not "=": "(2 + 2) - (2 + 2) = " after "to get 4"
+# A completion that ends announcing its answer ("So, the answer would actually") was cut before stating
+# it: whatever it said before is not its final answer.
+_ANNOUNCE_AT_END = re.compile(r"\banswer\s++(?:would|will|is|should|must|might|could)\b"
+                             r"(?:\s++(?:actually|then|now|probably|likely|really|simply|just|be|going|to|therefore|thus))*+$",
+                             re.IGNORECASE)
+# The answer offered with a second value in words: "Three is indeed 6 and ten."
+_AND_WORD_NUMBER = re.compile(r"\s++(?:and|or)\s++(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+                              r"|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|hundred|thousand)\b",
+                              re.IGNORECASE)
 MAX_WORDS_AFTER_ANSWER = 3
 """A marker-less final sentence answers with its last number only when at most this many words follow it
 ("In total she sold 72 clips."); "20 chickens, we need to multiply the total amount of feed by" does not."""
@@ -424,6 +526,10 @@ def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
     else:
         return Extraction(None, "none", "no_answer")
     end = start + len(piece)
+    if _UNFINISHED_TAIL.search(tail):  # "... 4 + 4 = 8, 8 x": cut mid-formula, no answer stated
+        return Extraction(None, "none", "no_answer")
+    retracted = {_rhs(r) for r in results if _RETRACT.search(tail, r.end())}
+    results = [r for r in results if not _RETRACT.search(tail, r.end())]
     inside = [r for r in results if start <= r.start() < end]
     ex = _from_region(piece.rstrip(". "), policy, "fallback")
     if inside:
@@ -434,7 +540,8 @@ def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
         return Extraction(_rhs(inside[-1]), "result")
     if ex.answer is None and ex.problem == "ambiguous":
         return ex
-    if ex.answer is not None and len(pieces) - 1 - idx <= MAX_TRAILING_PIECES and _concludes(piece, ex.answer):
+    if (ex.answer is not None and ex.answer not in retracted and len(pieces) - 1 - idx <= MAX_TRAILING_PIECES
+            and _concludes(piece, ex.answer)):
         earlier = set(_numbers(tail[:start]))
         if ex.answer not in earlier:
             return ex

@@ -371,6 +371,8 @@ class _Parser:
                 self.take()
                 v = _div(v, self.unary())
             elif t[0] in ("num", "letter") or t[1] in ("(", "{", "\\frac", "\\sqrt", "\\pi"):
+                if t[0] == "num" and self.toks[self.i - 1][0] == "num":  # "1 11", "-9 1": a list or junk, not 11
+                    raise Invalid("two numbers side by side")
                 v = _mul(v, self.power())  # implicit product: 2x, 3\pi, (a+b)(a-b)
             else:
                 break
