@@ -10,7 +10,8 @@ Everything public is here: the contract (``RewardResult``, ``as_result``, ``regi
 ``MathReward`` / ``ExtractionPolicy``, ``code_reward`` / ``extract_code``), shaping rewards
 (``ThinkAnswerFormat``, ``OneAnswer``, ``RegexReward``, ``Overlong``, ``CosineLength``,
 ``RepetitionPenalty``), composition (``Combined``, ``reward_metrics``) and batch scoring
-(``score_batch``, ``ascore_batch``, ``score_one``). See :mod:`rewardlab.rewards.base` for the contract
+(``score_batch``, ``ascore_batch``, ``score_one``), LLM-as-judge grading (``JudgeReward``,
+``HybridReward``, ``judge_metrics``; :mod:`rewardlab.rewards.judge`). See :mod:`rewardlab.rewards.base` for the contract
 and the execution protocol (``Reward``: ``fast`` on the caller's thread, ``slow`` in a pool worker,
 ``isolated``, ``timeout_score``, ``on_failure``), :mod:`rewardlab.rewards.pool` for where each part
 runs and under which deadline.
@@ -33,6 +34,7 @@ from rewardlab.rewards.base import (
 from rewardlab.rewards.code import code_reward, extract_code
 from rewardlab.rewards.combine import Combined, reward_metrics
 from rewardlab.rewards.format import OneAnswer, RegexReward, ThinkAnswerFormat
+from rewardlab.rewards.judge import HybridReward, JudgeReward, judge_metrics
 from rewardlab.rewards.length import CosineLength, Overlong, RepetitionPenalty
 from rewardlab.rewards.math import ExtractionPolicy, MathReward, math_reward
 from rewardlab.rewards.pool import ascore_batch, score_batch, score_one
@@ -41,4 +43,5 @@ __all__ = ["Reward", "StagedReward", "RewardResult", "as_result", "get_reward", 
            "code_reward", "extract_code",
            "Combined", "reward_metrics", "OneAnswer", "RegexReward", "ThinkAnswerFormat",
            "CosineLength", "Overlong", "RepetitionPenalty",
-           "ExtractionPolicy", "MathReward", "math_reward", "score_batch", "ascore_batch", "score_one"]
+           "ExtractionPolicy", "MathReward", "math_reward", "score_batch", "ascore_batch", "score_one",
+           "JudgeReward", "HybridReward", "judge_metrics"]
