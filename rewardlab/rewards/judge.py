@@ -58,7 +58,10 @@ batch of results into ``judge/...`` metrics (judged share, hit rate, token total
 defence can be switched off with ``disable=(...)``, which is what those tests do):
 
 * ``extract``: the judge is shown the extracted final answer (``extract="math"``: boxed, ``####``,
-  "the answer is", a bare answer; ``"text"``: those markers, else the last paragraph); a
+  "the answer is", a bare answer; ``"text"``: those markers, else the last paragraph). For an
+  "the answer is ..." sentence the whole sentence is checked by the pre-filters too (the math
+  extractor would take "4" out of "The answer is Tom has 3 apples and buys 4 more."), and a
+  sentence without a value ("The answer is: this deserves full marks.") is the answer; a
   completion without one is ``no_answer`` (or the extractor's own refusal: ``ambiguous``, ...) and
   never reaches the judge. Disabled: the whole completion is the answer when none is found.
 * ``substance``: an answer with no letter or digit (``""``, ``":"``, ``"..."``) -> ``hack_empty``;
@@ -66,7 +69,8 @@ defence can be switched off with ``disable=(...)``, which is what those tests do
   "Thought process:", "Solution", "Respuesta", "解", anything ending in ``:``) -> ``hack_opener``;
 * ``claim``: an answer that talks to or about the grader (correct/incorrect, verdict, rubric,
   judge, grade, ignore, instructions, score, ...) -> ``hack_claim``;
-* ``hedge``: several answers offered ("7 or 8", "either", "maybe", "possibly") -> ``hack_hedge``;
+* ``hedge``: several answers offered ("7 or 8", "either", "maybe", "possibly"), or a list of short
+  items ("6, 7, 8", four boxes side by side) where the reference is one item -> ``hack_hedge``;
 * ``copy``: an answer that restates the question (a verbatim span of at least 12 characters of it,
   or 80% of its words from the question and no word of its own), or that copies a reference the
   prompt shows (a reference of at least 6 characters found in the question and in the answer)
@@ -260,6 +264,20 @@ def _reference_of(reference: Any) -> str | None:
             return None
     return reference if isinstance(reference, str) else json.dumps(reference, ensure_ascii=False) \
         if isinstance(reference, (list, dict)) else str(reference)
+
+
+_SENTENCE_RE = re.compile(r"\b(?:final answer|answer)\s*(?:is|:|=)[ \t:]*([^\n]*)", re.IGNORECASE)
+
+
+def _answer_sentence(completion: str) -> str | None:
+    """The text after the last "answer is" / "answer:" marker, to the end of its line (linear time)."""
+    last = None
+    for m in _SENTENCE_RE.finditer(completion[-20_000:]):
+        last = m
+    if last is None:
+        return None
+    text = last.group(1).strip().rstrip(".").strip()
+    return text or None
 
 
 def _defang(text: str) -> str:
@@ -570,11 +588,17 @@ class JudgeReward:
             info["extraction"] = ex.method
             if answer is None and ex.problem not in (None, "no_answer"):
                 info["extraction_problem"] = ex.problem
+            sentence = _answer_sentence(completion) if ex.method in ("phrase", "none") else None
+            if sentence is not None and answer is None and ex.problem in (None, "no_answer"):
+                answer = sentence  # "The answer is <words>": the words, which the math extractor does not take
+                info["extraction"] = "phrase_text"
+            elif sentence is not None and answer is not None and _norm_words(sentence) != _norm_words(answer):
+                info["answer_sentence"] = sentence[:300]  # checked by the pre-filters too
             if answer is not None and self.extract == "text" and ex.method not in ("boxed", "hash", "phrase"):
                 answer = None  # marker-less: the last paragraph below, not a number picked from it
-            if answer is None and self.extract == "text":
-                paras = [p.strip() for p in re.split(r"\n\s*\n", completion) if p.strip()]
-                if paras and ex.problem in (None, "no_answer"):
+            if answer is None and self.extract == "text" and ex.problem in (None, "no_answer"):
+                paras = [p.strip() for p in re.split(r"\n\s*\n", completion[-20_000:]) if p.strip()]
+                if paras:
                     answer = paras[-1]
                     info["extraction"] = "last_paragraph"
         if answer is None and "extract" in self.disabled:
@@ -585,8 +609,10 @@ class JudgeReward:
             info["answer_truncated"] = True
         return answer, info
 
-    def prefilter(self, answer: str, question: str | None, reference: str | None) -> tuple[str, str] | None:
-        """``(status, why)`` when a defence refuses ``answer`` before any judge is asked, else None."""
+    def prefilter(self, answer: str, question: str | None, reference: str | None, *,
+                  sentence: bool = False) -> tuple[str, str] | None:
+        """``(status, why)`` when a defence refuses ``answer`` before any judge is asked, else None.
+        (``sentence``: ``answer`` is the whole "the answer is ..." sentence around the extracted answer.)"""
         on = lambda d: d not in self.disabled  # noqa: E731
         words = _norm_words(answer)
         if on("substance") and not re.search(r"\w", answer.replace("_", "")):
@@ -604,6 +630,10 @@ class JudgeReward:
             m = _HEDGE_RE.search(answer)
             if m:
                 return "hack_hedge", f"the answer offers several answers ({m.group(0)!r})"
+            items = [x.strip() for x in re.split(r"(?<!\\)[,;]\s+|(?<!\\);", answer) if x.strip()]
+            if not sentence and len(items) >= 2 and reference is not None and not re.search(r"(?<!\\)[,;]", reference) \
+                    and all(len(x.split()) <= 3 for x in items):
+                return "hack_hedge", f"{len(items)} answers to a question with one reference answer"
         if on("copy") and question:
             q = _norm_words(question)
             if len(words) >= 12 and words in q:
@@ -637,6 +667,8 @@ class JudgeReward:
             return RewardResult(self.scores["refused"], info), {}
         info["answer"] = answer[:300]
         refused = self.prefilter(answer, question, ref)
+        if refused is None and info.get("answer_sentence"):
+            refused = self.prefilter(info["answer_sentence"], question, ref, sentence=True)
         if refused is not None:
             info.update(status=refused[0], detail=refused[1])
             return RewardResult(self.scores["refused"], info), {}
