@@ -479,7 +479,7 @@ def test_graders_side_by_side_with_disagreements(tmp_path):
     g = det["graders"]["lm-eval-strict"]
     assert g["disagreements"] == 6 and g["agreement_with_rewardlab"] == pytest.approx(0.5)
     assert g["disagreements_by_kind"] == {"rewardlab_only:no_answer_extracted": 6}
-    assert det["graders"]["lm-eval-flexible"]["disagreements_by_kind"] == {"rewardlab_only:other_answer_or_not_equivalent": 3}
+    assert det["graders"]["lm-eval-flexible"]["disagreements_by_kind"] == {"rewardlab_only:same_value_other_format": 3}
     assert g["grader"]["reference"] == "lm-evaluation-harness 0.4.13"
     # reasoning outputs: sample 2 of each problem hit the budget and left <think> open
     assert flat["hit_token_budget_share"] == pytest.approx(0.25) and flat["unclosed_think_share"] == pytest.approx(0.25)
@@ -567,3 +567,13 @@ def test_compare_reports_avg_maj_and_reference_graders(tmp_path):
     text = evaluate.format_compare(cmp)
     assert "lm-eval-strict" in text and "maj@4" in text and "avg@4" in text
     evaluate.plot_compare(cmp, tmp_path / "c.png")
+
+
+def test_disagreement_kinds():
+    from rewardlab.eval.runner import _disagreement_kind as kind
+
+    assert kind(True, False, "18", "[invalid]", "18") == "rewardlab_only:no_answer_extracted"
+    assert kind(True, False, "18", "$18.", "18") == "rewardlab_only:same_value_other_format"
+    assert kind(True, False, "18", "17", "18") == "rewardlab_only:other_answer"
+    assert kind(False, True, None, "18", "18", "number_spam") == "grader_only:rewardlab_number_spam"
+    assert kind(False, True, "19", "18", "18", "ok") == "grader_only:rewardlab_other_answer"

@@ -44,6 +44,7 @@ from rewardlab.locks import FolderLock
 from rewardlab.models import check_model, load_model, resolve_device, resolve_model_path
 from rewardlab.rewards import get_reward
 from rewardlab.rewards.code import extract_code
+from rewardlab.rewards.math.equiv import fast_compare
 from rewardlab.rewards.pool import prewarm, score_batch
 from rewardlab import sandbox
 from rewardlab.rollout import SamplingParams, make_engine
@@ -277,11 +278,35 @@ def _extra_grades(spec: BenchmarkSpec, rows: Sequence[EvalRow], records: Sequenc
     return out
 
 
-def _disagreement_kind(ours: bool, theirs: bool, our_pred: Any, their_pred: Any) -> str:
-    no_theirs = their_pred in (None, "", INVALID, MINERVA_INVALID)
+def _disagreement_kind(ours: bool, theirs: bool, our_pred: Any, their_pred: Any, gold: Any = None,
+                       our_status: Any = None) -> str:
+    """Why rewardlab's verdict and another grader's differ, as ``<who paid>:<why>``.
+
+    ``rewardlab_only:`` (we pay, they do not): ``no_answer_extracted`` (their filter found nothing),
+    ``same_value_other_format`` (what they extracted equals the gold by our math reward, e.g. ``18.0``
+    or ``$18.`` against ``18``, but fails their string match), ``other_answer`` (they read another
+    value, e.g. a later number). ``grader_only:`` (they pay, we do not): ``rewardlab_<status>`` when
+    our reward extracted no answer or refused one (``no_answer``, ``number_spam``, ``box_spam``...),
+    else ``rewardlab_other_answer``.
+    """
     if ours and not theirs:
-        return "rewardlab_only:" + ("no_answer_extracted" if no_theirs else "other_answer_or_not_equivalent")
-    return "grader_only:" + ("rewardlab_no_answer" if our_pred is None else "rewardlab_other_answer_or_not_equivalent")
+        if their_pred in (None, "", INVALID, MINERVA_INVALID):
+            return "rewardlab_only:no_answer_extracted"
+        same = False
+        if isinstance(their_pred, str) and gold is not None and len(their_pred) <= 400:
+            try:
+                same = fast_compare(their_pred, str(gold)).equal is True
+            except Exception:  # noqa: BLE001 - unreadable: counted as another answer
+                same = False
+        return "rewardlab_only:" + ("same_value_other_format" if same else "other_answer")
+    if our_pred is None:
+        return f"grader_only:rewardlab_{our_status or 'no_answer'}"
+    return "grader_only:rewardlab_other_answer"
+
+
+def _gold_of(rec: dict[str, Any]) -> Any:
+    ref = rec.get("reference")
+    return ref.get("answer", ref.get("gold")) if isinstance(ref, dict) else ref
 
 
 def _think_state(prompt: Any, text: Any) -> tuple[bool, bool]:
@@ -374,7 +399,7 @@ def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: S
                 if o == t:
                     agree += 1
                     continue
-                kind = _disagreement_kind(o, t, rec["extracted"][j], ex[j])
+                kind = _disagreement_kind(o, t, rec["extracted"][j], ex[j], _gold_of(rec), rec["status"][j])
                 kinds[kind] = kinds.get(kind, 0) + 1
         graders_out[name] = {"applicable": True, "metrics": {m: s.to_dict() for m, s in gm.items()},
                              "agreement_with_rewardlab": agree / total if total else 1.0,
@@ -393,7 +418,8 @@ def _bench_results(spec: BenchmarkSpec, records: Sequence[dict[str, Any]], ks: S
                     if is_correct(ours) != is_correct(theirs):
                         line["disagreements"].append({
                             "sample": j, "grader": name, "rewardlab": ours, name: theirs,
-                            "kind": _disagreement_kind(is_correct(ours), is_correct(theirs), rec["extracted"][j], g["extracted"][i][j]),
+                            "kind": _disagreement_kind(is_correct(ours), is_correct(theirs), rec["extracted"][j],
+                                                       g["extracted"][i][j], _gold_of(rec), rec["status"][j]),
                             "rewardlab_extracted": rec["extracted"][j], f"{name}_extracted": g["extracted"][i][j],
                             "completion_tail": str(_graded_texts(rec)[j])[-300:]})
             lines.append(line)
