@@ -253,13 +253,14 @@ def _exit_status(code) -> int:
     return 1
 
 
-def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r: int, out_w: int, nproc: int) -> None:
+def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r: int, out_w: int, nproc: int,
+                err_w: int = -1) -> None:
     """Runs in W. Never returns; everything before ``exec`` of the solution is ours."""
     devnull = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     ruleset = cfg.get("_ruleset", -1)
-    _close_all_but({c2w_r, w2c_w, in_r, out_w, ruleset})
+    _close_all_but({c2w_r, w2c_w, in_r, out_w, err_w, ruleset})
     os.setsid()
     confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
     os.chdir(job_dir)
@@ -270,7 +271,10 @@ def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # oversized writes fail with EFBIG instead of killing
     try:  # confine now, while the checker reads the job: nothing below runs unconfined
         timeout = float(hdr["timeout"])
-        confine.set_rlimits(memory_bytes=int(hdr["memory_mb"]) << 20, cpu_seconds=int(math.ceil(timeout)) + 1,
+        # as_mb: address space of exec jobs whose runtime reserves more than it uses (JVM, V8);
+        # the resident memory of the whole job stays capped by memory_mb (the checker's guard)
+        as_mb = int(hdr.get("as_mb") or hdr["memory_mb"])
+        confine.set_rlimits(memory_bytes=as_mb << 20, cpu_seconds=int(math.ceil(timeout)) + 1,
                             file_bytes=int(hdr["file_mb"]) << 20, nofile=int(hdr["nofile"]), nproc=nproc)
         if cfg.get("landlock"):
             confine.landlock_restrict(ruleset)
@@ -287,6 +291,8 @@ def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r
     setup = wire.recv(c2w_r, None, cap=_MAX_BODY)
     kind = setup["kind"]
     legacy = bool(setup.get("legacy"))
+    if kind == "exec":
+        _exec_program(setup, job_dir, c2w_r, w2c_w, in_r, out_w, err_w)
     if kind == "stdio":
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
@@ -372,6 +378,30 @@ def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r
         except BaseException as e:  # noqa: BLE001
             out = _exc_info(e)
         _send_frame(w2c_w, out)
+
+
+def _exec_program(setup: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r: int, out_w: int, err_w: int) -> None:
+    """Exec job (compilers, compiled programs, other interpreters): W, confined, becomes the
+    program. Its stdin/stdout/stderr are C's pipes; the channel to C is closed first, so the
+    program has no way to talk to the checker: its verdict is what C sees (exit status, output)."""
+    argv = [str(a) for a in setup["argv"]]
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": job_dir, "TMPDIR": job_dir, "LANG": "C.UTF-8"}
+    env.update({str(k): str(v).replace("{job}", job_dir) for k, v in (setup.get("env") or {}).items()})
+    argv = [a.replace("{job}", job_dir) for a in argv]
+    os.dup2(in_r, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w if err_w >= 0 else out_w, 2)
+    for fd in {c2w_r, w2c_w, in_r, out_w, err_w} - {-1, 0, 1, 2}:
+        os.close(fd)
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        os.execve(argv[0], argv, env)
+    except BaseException as e:  # noqa: BLE001 - reported as the program's own failure (exit 127)
+        try:
+            os.write(2, f"cannot execute {argv[0]}: {e}\n".encode())
+        finally:
+            os._exit(127)
 
 
 def _end_of_program(run_exitfuncs) -> None:
@@ -650,16 +680,17 @@ def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dic
     w2c_r, w2c_w = os.pipe()
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
     wpid = os.fork()
     if wpid == 0:
         try:
             os.close(vw)
-            for fd in (c2w_w, w2c_r, in_w, out_r):
+            for fd in (c2w_w, w2c_r, in_w, out_r, err_r):
                 os.close(fd)
-            worker_main(cfg, hdr, job_dir, c2w_r, w2c_w, in_r, out_w, nproc)
+            worker_main(cfg, hdr, job_dir, c2w_r, w2c_w, in_r, out_w, nproc, err_w)
         finally:
             os._exit(0)
-    for fd in (c2w_r, w2c_w, in_r, out_w):
+    for fd in (c2w_r, w2c_w, in_r, out_w, err_w):
         os.close(fd)
     confine.prctl(confine.PR_SET_PDEATHSIG, signal.SIGKILL)
     body = wire.recv(0, time.monotonic() + 30, cap=_MAX_BODY)  # the job: only now do tests exist here
@@ -686,6 +717,8 @@ def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dic
             out.update(fatal)
         elif kind == "stdio":
             out.update(_run_stdio(ck, body, in_w, out_r, int(hdr["output_cap"])))
+        elif kind == "exec":
+            out.update(_run_exec(ck, body, job_dir, in_w, out_r, err_r, int(hdr["output_cap"])))
         else:
             # legacy too: W gets the solution alone; the tests follow once its top level has run
             _to_worker(c2w_w, {"kind": "function", "program": body["solution"], "legacy": legacy}, deadline)
@@ -693,7 +726,8 @@ def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dic
     except _Deadline:
         out.update(status="timeout", passed=False, error=f"wall-clock deadline of {timeout:g}s passed")
     except _OutputLimit:
-        out.update(status="output_limit", passed=False, error="the worker's answer exceeded the result cap")
+        what = "stdout" if kind == "exec" else "the worker's answer"
+        out.update(status="output_limit", passed=False, error=f"{what} exceeded the output cap")
     except _DiskLimit:
         out.update(status="output_limit", passed=False, error="the worker's files exceeded the disk cap")
     except _MemoryLimit:
@@ -974,7 +1008,7 @@ def _run_stdio(ck: _Checker, body: dict, in_w: int, out_r: int, cap: int) -> dic
                 raise _Protocol("bad end-of-program report")
             done = msg
     stdout = b"".join(chunks).decode("utf-8", errors="replace")
-    res = {"tests_total": 1, "stdout": stdout[:1000]}
+    res = {"tests_total": 1, "stdout": stdout if body.get("full_stdout") else stdout[:1000]}
     bad_end = _reap_after_done(ck)
     if bad_end is not None:
         return dict(res, status=bad_end[0], error=bad_end[1])
@@ -988,6 +1022,146 @@ def _run_stdio(ck: _Checker, body: dict, in_w: int, out_r: int, cap: int) -> dic
     ok = _norm_out(stdout) == _norm_out(body.get("expected_stdout") or "")
     return dict(res, status="pass" if ok else "fail", passed=ok, tests_passed=int(ok),
                 error=None if ok else "stdout differs from the expected output")
+
+
+_VERDICT_CAP = 160 << 20  # exec jobs return their stdout, stderr and collected files (compiled programs)
+_FILES_CAP = 64 << 20
+_ERR_CAP = 64 << 10
+_OOM_WORDS = ("OutOfMemoryError", "std::bad_alloc", "heap out of memory", "Cannot allocate memory",
+              "memory allocation of", "out of memory", "MemoryError", "cannot allocate memory")
+
+
+def _write_job_files(job_dir: str, files: dict) -> None:
+    """The job's input files (a source, a compiled program, a checker's three texts), written by
+    C before W may run anything. Names are plain file names; ``{"b64", "mode"}`` each."""
+    import base64
+
+    for name, spec in files.items():
+        if type(name) is not str or not name or "/" in name or name in (".", "..") or "\0" in name:
+            raise ValueError(f"bad file name {name!r}")
+        data = base64.b64decode(spec["b64"])
+        fd = os.open(os.path.join(job_dir, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     int(spec.get("mode", 0o644)) & 0o755)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+
+def _collect_files(job_dir: str, patterns: list) -> dict:
+    """Regular files (never links) directly in the job dir whose names match ``patterns``."""
+    import base64
+    import fnmatch
+
+    out, total = {}, 0
+    for name in sorted(os.listdir(job_dir)):
+        if not any(fnmatch.fnmatchcase(name, str(p)) for p in patterns):
+            continue
+        try:
+            fd = os.open(os.path.join(job_dir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not (st.st_mode & 0o170000 == 0o100000) or total + st.st_size > _FILES_CAP:
+                continue
+            chunks, got = [], 0
+            while got < st.st_size:
+                b = os.read(fd, min(1 << 20, st.st_size - got))
+                if not b:
+                    break
+                chunks.append(b)
+                got += len(b)
+            total += got
+            out[name] = {"b64": base64.b64encode(b"".join(chunks)).decode(), "mode": st.st_mode & 0o755}
+        finally:
+            os.close(fd)
+    return out
+
+
+def _run_exec(ck: _Checker, body: dict, job_dir: str, in_w: int, out_r: int, err_r: int, cap: int) -> dict:
+    """An exec job: W execs ``argv`` (a compiler, a compiled program, an interpreter) with the
+    job's files in its scratch dir. C feeds stdin, captures stdout (capped: more is an
+    ``output_limit``) and the first 64 KiB of stderr, and waits for W's exit. Status ``ran`` is a
+    normal exit with status 0; the caller compares the output. Non-zero status: ``error``
+    (``memory`` when stderr says the program ran out of memory); a signal: ``crash``
+    (SIGXCPU: ``timeout``)."""
+    try:
+        _write_job_files(job_dir, body.get("files") or {})
+    except (ValueError, KeyError, OSError, TypeError) as e:
+        return {"status": "sandbox_error", "error": f"cannot write the job's files: {e}"}
+    _to_worker(ck.c2w_w, {"kind": "exec", "argv": body["argv"], "env": body.get("env") or {}}, ck.deadline)
+    data = memoryview((body.get("stdin") or "").encode())
+    os.set_blocking(in_w, False)
+    if not data:
+        os.close(in_w)
+        in_w = -1
+    out_chunks, size, err_chunks, err_size = [], 0, [], 0
+    open_fds = {out_r, err_r}
+    status, exited_at = None, None
+    while open_fds or status is None:
+        now = time.monotonic()
+        if status is None:
+            try:
+                pid, st = os.waitpid(ck.wpid, os.WNOHANG)
+            except ChildProcessError:
+                pid, st = ck.wpid, 0x7F00  # vanished
+            if pid:
+                ck.reaped, status, exited_at = True, st, now
+        if status is not None and open_fds and now - exited_at > 0.5:
+            break  # the program ended; a child of it still holds its output: that output is not waited for
+        if now >= ck.deadline:
+            raise _Deadline()
+        if wire.TICK is not None:
+            wire.TICK()
+        wl = [in_w] if in_w >= 0 else []
+        r, w, _ = select.select(list(open_fds), wl, [], min(ck.deadline - now, 0.02 if status is None else 0.1))
+        if w:
+            try:
+                n = os.write(in_w, data[:65536])
+                data = data[n:]
+            except (BrokenPipeError, BlockingIOError):
+                data = data[:0]
+            if not data:
+                os.close(in_w)
+                in_w = -1
+        for fd in r:
+            b = os.read(fd, 65536)
+            if not b:
+                open_fds.discard(fd)
+            elif fd == out_r:
+                size += len(b)
+                if size > cap:
+                    raise _OutputLimit()
+                out_chunks.append(b)
+            elif err_size < _ERR_CAP:
+                err_chunks.append(b[:_ERR_CAP - err_size])
+                err_size += len(b)
+    if in_w >= 0:
+        os.close(in_w)
+    stdout = b"".join(out_chunks).decode("utf-8", errors="replace")
+    stderr = b"".join(err_chunks).decode("utf-8", errors="replace")
+    res = {"tests_total": 1, "stdout": stdout, "stderr": stderr, "exit_code": None, "signal": None,
+           "passed": False}
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        res["signal"] = sig
+        if sig == signal.SIGXCPU:
+            return dict(res, status="timeout", error="CPU time limit")
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        oom = sig == signal.SIGABRT and any(w in stderr for w in _OOM_WORDS)
+        return dict(res, status="memory" if oom else "crash", error=f"killed by signal {sig} ({name})")
+    code = os.WEXITSTATUS(status)
+    res["exit_code"] = code
+    if code != 0:
+        head = "; ".join(ln for ln in stderr.strip().splitlines()[:3])[:500]
+        st = "memory" if any(w in stderr for w in _OOM_WORDS) else "error"
+        return dict(res, status=st, error=f"exited with status {code}" + (f": {head}" if head else ""))
+    if body.get("collect"):
+        res["files"] = _collect_files(job_dir, list(body["collect"]))
+    return dict(res, status="ran")
 
 
 # ============================================================================ server loop
@@ -1010,7 +1184,7 @@ def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
     os.close(vw)
     healthy = True
     try:  # a missing verdict may leave the job's body unread in our stdin: recycle then
-        verdict = wire.recv(vr, time.monotonic() + timeout + 2.0, cap=1 << 20)
+        verdict = wire.recv(vr, time.monotonic() + timeout + 2.0, cap=_VERDICT_CAP)
         if not isinstance(verdict, dict) or "status" not in verdict:
             raise wire.WireError("bad verdict")
     except wire.Late:
