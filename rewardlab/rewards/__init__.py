@@ -11,7 +11,8 @@ Everything public is here: the contract (``RewardResult``, ``as_result``, ``regi
 (``ThinkAnswerFormat``, ``OneAnswer``, ``RegexReward``, ``Overlong``, ``CosineLength``,
 ``RepetitionPenalty``), composition (``Combined``, ``reward_metrics``) and batch scoring
 (``score_batch``, ``ascore_batch``, ``score_one``), LLM-as-judge grading (``JudgeReward``,
-``HybridReward``, ``judge_metrics``; :mod:`rewardlab.rewards.judge`). See :mod:`rewardlab.rewards.base` for the contract
+``HybridReward``, ``judge_metrics``; :mod:`rewardlab.rewards.judge`) and reward models
+(``RewardModelReward``; :mod:`rewardlab.rewards.reward_model`). See :mod:`rewardlab.rewards.base` for the contract
 and the execution protocol (``Reward``: ``fast`` on the caller's thread, ``slow`` in a pool worker,
 ``isolated``, ``timeout_score``, ``on_failure``), :mod:`rewardlab.rewards.pool` for where each part
 runs and under which deadline.
@@ -38,10 +39,11 @@ from rewardlab.rewards.judge import HybridReward, JudgeReward, judge_metrics
 from rewardlab.rewards.length import CosineLength, Overlong, RepetitionPenalty
 from rewardlab.rewards.math import ExtractionPolicy, MathReward, math_reward
 from rewardlab.rewards.pool import ascore_batch, score_batch, score_one
+from rewardlab.rewards.reward_model import RewardModelReward
 
 __all__ = ["Reward", "StagedReward", "RewardResult", "as_result", "get_reward", "register", "registered_rewards", "reward_name",
            "code_reward", "extract_code",
            "Combined", "reward_metrics", "OneAnswer", "RegexReward", "ThinkAnswerFormat",
            "CosineLength", "Overlong", "RepetitionPenalty",
            "ExtractionPolicy", "MathReward", "math_reward", "score_batch", "ascore_batch", "score_one",
-           "JudgeReward", "HybridReward", "judge_metrics"]
+           "JudgeReward", "HybridReward", "judge_metrics", "RewardModelReward"]
