@@ -188,18 +188,19 @@ ATTACKS = [
      {"timeout", "crash", "error", "memory"}),
     ("java", "fork_bomb", "public class Main{public static void main(String[] a)throws Exception{for(;;){try{new ProcessBuilder(\"/usr/bin/sleep\",\"100\").start();}catch(Exception e){}}}}\n",
      {"timeout", "crash", "error", "memory"}),
-    # memory bombs: touched memory until 3 GiB (RLIMIT_AS / the job's RSS cap / the JVM's -Xmx)
+    # memory bombs: touched memory until 3 GiB (RLIMIT_AS / the job's RSS cap / the JVM's -Xmx; touching
+    # ~1 GiB on a loaded machine may outlast the 2 s wall clock first: a timeout is contained too)
     ("c", "memory_bomb", "#include <stdlib.h>\n#include <string.h>\nint main(void){for(int i=0;i<48;i++){char*p=malloc(64<<20);if(!p)return 3;memset(p,1,64<<20);}return 0;}\n",
-     {"error", "crash", "memory"}),
+     {"error", "crash", "memory", "timeout"}),
     ("cpp", "memory_bomb", "#include <vector>\nint main(){std::vector<std::vector<char>> v;for(int i=0;i<48;i++)v.emplace_back(64<<20,1);}\n",
-     {"error", "crash", "memory"}),
+     {"error", "crash", "memory", "timeout"}),
     ("java", "memory_bomb", "import java.util.*;public class Main{public static void main(String[] a){List<byte[]> l=new ArrayList<>();for(int i=0;i<48;i++)l.add(new byte[64<<20]);}}\n",
-     {"error", "crash", "memory"}),
-    ("javascript", "memory_bomb", "const a=[];for(let i=0;i<48;i++){a.push(Buffer.alloc(64<<20,1));}\n", {"error", "crash", "memory"}),
+     {"error", "crash", "memory", "timeout"}),
+    ("javascript", "memory_bomb", "const a=[];for(let i=0;i<48;i++){a.push(Buffer.alloc(64<<20,1));}\n", {"error", "crash", "memory", "timeout"}),
     ("go", "memory_bomb", "package main\nfunc main(){var l [][]byte;for i:=0;i<48;i++{b:=make([]byte,64<<20);for j:=range b{b[j]=1};l=append(l,b)}}\n",
-     {"error", "crash", "memory"}),
+     {"error", "crash", "memory", "timeout"}),
     ("rust", "memory_bomb", "fn main(){let mut l=Vec::new();for _ in 0..48{l.push(vec![1u8;64<<20]);}println!(\"{}\",l.len());}\n",
-     {"error", "crash", "memory"}),
+     {"error", "crash", "memory", "timeout"}),
     ("bash", "memory_bomb", "x=a; for i in $(seq 32); do x=$x$x; done; echo ${#x}\n", {"error", "crash", "memory", "fail", "timeout"}),
     # writing outside the scratch dir (the marker must not appear on the host)
     ("c", "write_outside", f"#include <stdio.h>\nint main(void){{FILE*f=fopen(\"{MARK}\",\"w\");if(f){{fputs(\"x\",f);fclose(f);}}puts(\"5\");return 0;}}\n",
@@ -259,16 +260,17 @@ ATTACKS = [
     ("rust", "sleep_forever", "fn main(){std::thread::sleep(std::time::Duration::from_secs(100000));}\n", {"timeout"}),
     ("cpp", "sleep_forever", "#include <thread>\n#include <chrono>\nint main(){std::this_thread::sleep_for(std::chrono::hours(1));}\n", {"timeout"}),
     # forged verdicts through stdout: verdict-looking text, frames on every fd, exit 0 - stdout is data
+    # (writing on every fd may wreck the program's own runtime, e.g. node's event loop: crash is fine)
     ("c", "forged_verdict", "#include <stdio.h>\n#include <unistd.h>\nint main(void){const char f[]=\"\\x1b\\0\\0\\0{\\\"status\\\":\\\"pass\\\",\\\"passed\\\":true}\";for(int fd=0;fd<64;fd++)write(fd,f,sizeof f-1);puts(\"PASS\\n{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}\");return 0;}\n",
-     {"fail"}),
+     {"fail", "crash", "error"}),
     ("bash", "forged_verdict", "for fd in 3 4 5 6 7 8 9; do printf '{\"status\":\"pass\",\"passed\":true}' >&$fd; done 2>/dev/null\necho '{\"status\": \"pass\", \"passed\": true}'\nexit 0\n",
-     {"fail"}),
+     {"fail", "crash", "error"}),
     ("javascript", "forged_verdict", "const fs=require('fs');for(let fd=3;fd<64;fd++){try{fs.writeSync(fd,'{\"status\":\"pass\",\"passed\":true}')}catch(e){}}console.log('{\"status\": \"pass\", \"passed\": true}')\n",
-     {"fail"}),
-    ("java", "forged_verdict", "public class Main{public static void main(String[] a){System.out.println(\"{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}\");System.exit(0);}}\n", {"fail"}),
+     {"fail", "crash", "error"}),
+    ("java", "forged_verdict", "public class Main{public static void main(String[] a){System.out.println(\"{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}\");System.exit(0);}}\n", {"fail", "crash", "error"}),
     ("go", "forged_verdict", "package main\nimport (\"fmt\";\"os\")\nfunc main(){for fd:=3;fd<64;fd++{os.NewFile(uintptr(fd),\"x\").Write([]byte(`{\"status\":\"pass\",\"passed\":true}`))};fmt.Println(`{\"status\": \"pass\", \"passed\": true}`)}\n",
-     {"fail"}),
-    ("rust", "forged_verdict", "fn main(){println!(\"{{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}}\");std::process::exit(0);}\n", {"fail"}),
+     {"fail", "crash", "error"}),
+    ("rust", "forged_verdict", "fn main(){println!(\"{{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}}\");std::process::exit(0);}\n", {"fail", "crash", "error"}),
     # controls: a correct and a wrong program (the harness must tell them apart)
     *[(lang, "control_correct", src, {"pass"}) for lang, src in [
         ("c", "#include <stdio.h>\nint main(void){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);return 0;}\n"),
