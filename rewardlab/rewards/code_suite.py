@@ -21,8 +21,8 @@ Comparison modes (``compare=``; the reference's ``compare`` field, else the defa
   dead and it never sees the checker or the expected answer), as
   ``checker input.txt output.txt answer.txt`` with the test's input, the solution's output and the
   expected answer; exit status 0 accepts, 1 (wrong answer) and 2 (presentation error) reject,
-  anything else (or a crash or timeout) is a checker failure: score ``None``, status
-  ``checker_error``. Its first output line is the reason. A Python callable
+  anything else (or a crash, a timeout, or a Python checker's uncaught exception) is a checker
+  failure: score ``None``, status ``checker_error``. Its first output line is the reason. A Python callable
   ``checker(input, expected, actual) -> bool | (bool, reason)`` runs in-process instead.
 """
 
@@ -160,6 +160,9 @@ def run_checker(checker: Program | Callable, stdin: str, expected: str, actual: 
     said = next((ln.strip() for ln in (r.stderr + "\n" + r.stdout).splitlines() if ln.strip()), "")[:300]
     if r.status == "ran":
         return True, said
+    if checker.language == "python" and "Traceback (most recent call last)" in r.stderr:
+        last = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-1:]
+        raise CheckerError(f"checker raised: {last[0] if last else r.error}")  # exit 1 of a crashed checker is no verdict
     if r.status == "error" and r.exit_code in (1, 2):
         kind = "wrong answer" if r.exit_code == 1 else "presentation error"
         return False, f"checker: {kind}" + (f": {said}" if said else "")
