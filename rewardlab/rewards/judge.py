@@ -110,7 +110,7 @@ from typing import Any, Callable
 from rewardlab.rewards.base import RewardResult, as_result, fast_part
 
 __all__ = ["JudgeReward", "HybridReward", "JudgeCache", "parse_verdict", "judge_metrics", "DEFENCES",
-           "HYBRID_JUDGE_STATUSES", "DEFAULT_SYSTEM", "DEFAULT_TEMPLATE", "NO_REFERENCE_TEMPLATE", "VerdictError"]
+           "HYBRID_JUDGE_STATUSES", "VERDICT_REGEX", "DEFAULT_SYSTEM", "DEFAULT_TEMPLATE", "NO_REFERENCE_TEMPLATE", "VerdictError"]
 
 DEFENCES = ("extract", "substance", "opener", "claim", "hedge", "copy", "language", "fence", "restate")
 """Every defence of :class:`JudgeReward`, each of which ``disable=`` can switch off (tests only)."""
@@ -177,6 +177,8 @@ class VerdictError(ValueError):
 
 
 _VERDICT_LINE = re.compile(r"VERDICT: (CORRECT|INCORRECT)")
+VERDICT_REGEX = r"FINAL ANSWER: [^\n]{1,200}\nVERDICT: (CORRECT|INCORRECT)"
+"""The verdict format as a regular expression, for servers that constrain decoding to one (vLLM)."""
 _ANSWER_LINE = re.compile(r"FINAL ANSWER: (\S.*)")
 
 
@@ -458,6 +460,8 @@ class JudgeReward:
         system / template: the prompts; the template formats ``{question}``, ``{reference}``,
             ``{answer}`` (``no_reference_template`` is used for a ``None`` reference).
         temperature, max_tokens, top_p, seed: sampling settings (part of the cache key).
+        extra_body: more request fields (part of the cache key), e.g. vLLM's constrained decoding
+            ``{"structured_outputs": {"regex": VERDICT_REGEX}}``, which holds a small judge to the format.
         extract: ``"math"``, ``"text"`` or a callable ``completion -> str | None``.
         deadline, request_timeout, queue_timeout, retries, backoff, backoff_max: limits (seconds).
         max_concurrency: requests in flight per process and ``base_url``.
@@ -485,6 +489,7 @@ class JudgeReward:
         max_tokens: int = 128,
         top_p: float | None = None,
         seed: int | None = None,
+        extra_body: dict[str, Any] | None = None,
         extract: str | Callable[[str], str | None] = "math",
         deadline: float = 30.0,
         request_timeout: float | None = None,
@@ -523,6 +528,8 @@ class JudgeReward:
             self.sampling["top_p"] = top_p
         if seed is not None:
             self.sampling["seed"] = int(seed)
+        if extra_body:
+            self.sampling.update(extra_body)
         self.extract = extract
         self.deadline = float(deadline)
         self.request_timeout = float(request_timeout) if request_timeout is not None else self.deadline
@@ -722,7 +729,7 @@ class JudgeReward:
     async def _post(self, rt: _Runtime, messages: list[dict[str, str]], timeout: float) -> _Attempt:
         import httpx
 
-        body = {"model": self.model, "messages": messages, **self.sampling}
+        body = {**self.sampling, "model": self.model, "messages": messages}
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
             resp = await rt.client(self.base_url, self.max_concurrency).post(
