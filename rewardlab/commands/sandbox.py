@@ -4,6 +4,7 @@
     rewardlab sandbox run sol.py --tests check.py --entry-point add
     rewardlab sandbox run sol.py --stdin in.txt --expected out.txt
     rewardlab sandbox run sol.py --tests check.py --entry-point add --tier B --json
+    rewardlab sandbox serve --port 8080                      # SandboxFusion's POST /run_code
 
 ``run`` prints the status (pass, fail, timeout, memory, crash, output_limit, error,
 sandbox_error), the isolation tier and the first failure; it exits 0 on pass and 1 otherwise.
@@ -89,3 +90,27 @@ def run(file: str, tests_file: str | None, entry_point: str | None, prompt_file:
         if d.get("integrity") == "legacy":
             click.echo("  note: legacy mode (tests ran inside the untrusted process)")
     raise SystemExit(0 if r.passed else 1)
+
+
+@sandbox.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8080, show_default=True)
+@click.option("--tier", default=None, help="auto (default), A, B or unsafe.")
+@click.option("--verbose", is_flag=True, help="Log every request.")
+def serve(host: str, port: int, tier: str | None, verbose: bool) -> None:
+    """Answer SandboxFusion's POST /run_code (code, language, stdin, compile_timeout, run_timeout,
+    files) with its response shape, so verl's sandbox_fusion client can use this sandbox."""
+    from rewardlab.sandbox.fusion import make_server
+    from rewardlab.sandbox.languages import available
+
+    srv = make_server(host, port, tier=tier, verbose=verbose)
+    click.echo(f"rewardlab sandbox: {srv.pool.tier.summary()}")  # type: ignore[attr-defined]
+    for lang, why in available().items():
+        click.echo(f"  {lang}: {'ok' if why is None else 'unavailable: ' + why}")
+    click.echo(f"listening on http://{host}:{srv.server_address[1]}/run_code")
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.server_close()

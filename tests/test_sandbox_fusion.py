@@ -1,0 +1,142 @@
+"""``rewardlab sandbox serve``: SandboxFusion's ``POST /run_code`` on our sandbox, driven by verl's
+own sandbox_fusion client (``verl.utils.reward_score.sandbox_fusion``) and by raw requests.
+
+    OMP_NUM_THREADS=1 .venv/bin/python -m pytest -q tests/test_sandbox_fusion.py
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rewardlab.sandbox.fusion import run_code, serve_in_thread
+from rewardlab.sandbox.languages import available
+
+REPO = Path(__file__).resolve().parent.parent
+ROWS = [json.loads(line) for line in (REPO / "evals" / "code_multilang.jsonl").read_text().splitlines() if line.strip()]
+AVAIL = available()
+FUSION_NAME = {"javascript": "nodejs"}  # SandboxFusion's name for it; the others are the same
+
+
+@pytest.fixture(scope="module")
+def url():
+    srv, u = serve_in_thread()
+    yield u
+    srv.shutdown()
+    srv.server_close()
+
+
+def post(url: str, body: dict) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def test_response_shape_success_and_failures(url):
+    ok = post(url, {"code": "print(input()[::-1])", "language": "python", "stdin": "abc\n",
+                    "compile_timeout": 10, "run_timeout": 10})
+    assert ok["status"] == "Success" and ok["compile_result"] is None
+    rr = ok["run_result"]
+    assert set(rr) == {"status", "execution_time", "return_code", "stdout", "stderr"}
+    assert (rr["status"], rr["return_code"], rr["stdout"]) == ("Finished", 0, "cba\n")
+    err = post(url, {"code": "import sys\nprint('x')\nsys.exit(3)", "language": "python", "stdin": ""})
+    assert err["status"] == "Failed" and (err["run_result"]["status"], err["run_result"]["return_code"]) == ("Finished", 3)
+    tb = post(url, {"code": "1/0", "language": "python"})
+    assert "ZeroDivisionError" in tb["run_result"]["stderr"]
+    slow = post(url, {"code": "import time\ntime.sleep(30)", "language": "python", "run_timeout": 1})
+    assert (slow["status"], slow["run_result"]["status"]) == ("Failed", "TimeLimitExceeded")
+    bad = post(url, {"code": "x", "language": "cobol"})
+    assert bad["status"] == "SandboxError" and "unsupported language" in bad["message"]
+    files = post(url, {"code": "print(open('data.txt').read().upper())", "language": "python",
+                       "files": {"data.txt": "aGVsbG8="}})
+    assert files["run_result"]["stdout"] == "HELLO\n"
+
+
+@pytest.mark.skipif(AVAIL["cpp"] is not None, reason=f"C++ unavailable: {AVAIL['cpp']}")
+def test_compile_result_and_compile_error(url):
+    src = "#include <iostream>\nint main(){int a,b;std::cin>>a>>b;std::cout<<a+b;}\n"
+    r = post(url, {"code": src, "language": "cpp", "stdin": "2 3", "compile_timeout": 60, "run_timeout": 10})
+    assert r["status"] == "Success" and r["compile_result"]["status"] == "Finished"
+    assert r["compile_result"]["return_code"] == 0 and r["run_result"]["stdout"] == "5"
+    r = post(url, {"code": "int main(){ return x; }", "language": "cpp", "compile_timeout": 60})
+    assert r["status"] == "Failed" and r["run_result"] is None
+    assert r["compile_result"]["return_code"] != 0 and "error" in r["compile_result"]["stderr"]
+
+
+def test_verls_call_sandbox_api_and_check_correctness(url):
+    """verl's own client functions against our endpoint: results True / False / error codes."""
+    from verl.utils.reward_score.sandbox_fusion.utils import call_sandbox_api, check_correctness
+
+    resp, err = call_sandbox_api(url, "print(int(input()) * 2)", "21\n", 10, 10, 1024, "python")
+    assert err is None and resp["status"] == "Success" and resp["run_result"]["stdout"] == "42\n"
+    in_outs = {"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]}
+    res, meta = check_correctness(url, in_outs, "a, b = map(int, input().split())\nprint(a + b)\n", timeout=10)
+    assert res == [True, True], meta
+    res, meta = check_correctness(url, in_outs, "a, b = map(int, input().split())\nprint(a * b)\n", timeout=10)
+    assert res[0] is False and meta[0]["status"] == "wrong_answer"
+    res, meta = check_correctness(url, in_outs, "raise SystemExit(4)\n", timeout=10)
+    assert res[0] == -2 and meta[0]["status"] == "runtime_error"   # verl's code for a runtime error
+    res, meta = check_correctness(url, in_outs, "import time\ntime.sleep(30)\n", timeout=1)
+    assert res[0] == -3 and meta[0]["status"] == "timeout"         # verl's code for a timeout
+
+
+@pytest.mark.parametrize("lang", sorted({r["reference"]["language"] for r in ROWS}))
+def test_builtin_task_through_verls_client(url, lang):
+    """Every language of the built-in task through verl's check_correctness: references pass every
+    test, planted wrong solutions fail one; compile errors come back as verl's -4."""
+    if AVAIL[lang] is not None:
+        pytest.skip(f"{lang} unavailable here: {AVAIL[lang]}")
+    from verl.utils.reward_score.sandbox_fusion.utils import SUPPORTED_LANGUAGES, check_correctness
+
+    verl_knows = FUSION_NAME.get(lang, lang) in SUPPORTED_LANGUAGES  # verl's list has no "c": raw requests then
+    for row in [r for r in ROWS if r["reference"]["language"] == lang]:
+        cases = row["reference"]["cases"]
+        compare = row["reference"]["compare"] if verl_knows else "whitespace-raw"
+        in_outs = {"inputs": [c["stdin"] for c in cases], "outputs": [c["stdout"] for c in cases]}
+        if compare != "whitespace":  # verl compares text after stripping trailing newlines only
+            in_outs["outputs"] = [None] * len(cases)  # run-only: our reward compares (below)
+        if verl_knows:
+            res, meta = check_correctness(url, in_outs, row["solution"], timeout=30, language=FUSION_NAME.get(lang, lang))
+            assert all(x is True for x in res), (row["id"], res, meta)
+        if compare == "whitespace":
+            res, meta = check_correctness(url, in_outs, row["wrong_solution"], timeout=30,
+                                          language=FUSION_NAME.get(lang, lang))
+            assert False in res and -1 not in res, (row["id"], res, meta)
+        else:  # the endpoint's stdout, compared by our reward's mode, tells them apart too
+            from rewardlab.rewards.code_suite import compare_output
+
+            compare = row["reference"]["compare"]
+
+            for which, want in (("solution", True), ("wrong_solution", False)):
+                outs = []
+                for c in cases:
+                    r = post(url, {"code": row[which], "language": FUSION_NAME.get(lang, lang), "stdin": c["stdin"],
+                                   "compile_timeout": 60, "run_timeout": 30})
+                    outs.append(compare_output(r["run_result"]["stdout"], c["stdout"], compare)[0])
+                assert all(outs) is want, (row["id"], which, outs)
+    if lang in ("cpp", "java", "go", "rust"):
+        res, meta = check_correctness(url, {"inputs": [""], "outputs": ["1"]}, "this does not compile {",
+                                      timeout=30, language=FUSION_NAME.get(lang, lang))
+        assert res == [-4] and meta[0]["status"] == "compile_error", (res, meta)
+
+
+def test_verls_compute_score(url):
+    """verl's compute_score (the sandbox_fusion reward verl's trainer calls) against our endpoint."""
+    from verl.utils.reward_score.sandbox_fusion import compute_score
+
+    tests = json.dumps({"inputs": ["2\n", "3\n"], "outputs": ["4\n", "9\n"]})
+    good = "```python\nn = int(input())\nprint(n * n)\n```"
+    half = "```python\nn = int(input())\nprint(4)\n```"
+    sem = threading.Semaphore(4)
+    assert compute_score(url, sem, 1024, good, tests)[0] == 1.0
+    assert compute_score(url, sem, 1024, half, tests)[0] == 0.5
+
+
+def test_run_code_in_process_matches_the_endpoint(url):
+    body = {"code": "print(sum(map(int, input().split())))", "language": "python", "stdin": "1 2 3\n"}
+    a, b = run_code(body), post(url, body)
+    assert (a["status"], a["run_result"]["stdout"]) == (b["status"], b["run_result"]["stdout"]) == ("Success", "6\n")
