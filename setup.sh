@@ -14,6 +14,12 @@ if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap python3-venv) \
         >/dev/null 2>&1 || echo "setup: could not install bubblewrap; the sandbox will use its no-namespace tier"
 fi
+# Toolchains of the code reward's other languages (Debian packages under /usr; the sandbox uid cannot use
+# /root/.cargo or the like). golang-go ~450 MB, rustc ~270 MB, gcc/g++ ~160 MB, nodejs ~190 MB; ~1 min here.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! { [ -x /usr/bin/go ] && [ -x /usr/bin/rustc ] && [ -x /usr/bin/g++ ] && [ -x /usr/bin/node ]; }; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc g++ nodejs golang-go rustc) \
+        >/dev/null 2>&1 || echo "setup: could not install the code reward's compilers; languages without one are skipped"
+fi
 # A dedicated unprivileged uid for sandboxed code when the trainer runs as root (never run it as root).
 if [ "$(id -u)" = 0 ] && ! id rewardlab-sandbox >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1; then
     useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
