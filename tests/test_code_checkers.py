@@ -221,6 +221,8 @@ def test_all_or_nothing_is_the_default_and_early_exit_stops_at_the_first_failure
     assert r.info["error"] == "test 3: fail: line 1: expected '9', got '0'"
     r = code_reward(HALF, SUITE, early_exit=False)                             # eval: every test runs
     assert (r.score, r.info["passed"], len(r.info["tests"])) == (0.0, 3, 6)
+    r = code_reward(HALF, dict(SUITE, early_exit=False))                       # ... or the reference says so
+    assert (r.score, r.info["passed"], len(r.info["tests"])) == (0.0, 3, 6)
 
 
 def test_per_test_time_limit_and_total_budget():

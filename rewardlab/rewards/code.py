@@ -30,7 +30,7 @@ Reference formats:
 Options (keyword arguments or ``meta``): ``timeout`` (seconds per run, default 5),
 ``partial`` (score = fraction of asserts / cases passed instead of 1/0), ``early_exit`` (stdio:
 stop at the first failing test, default True, the training setting; ``early_exit=False`` runs
-every test, as an eval wants; ``partial`` runs them all too), ``legacy`` (flagged
+every test, as an eval wants; ``partial`` runs them all too; also a reference field), ``legacy`` (flagged
 legacy mode for tests that need object identity or custom classes: the tests then run in the
 solution's interpreter; exit codes cannot fake a pass there, a solution that tampers with that
 interpreter can; see ``sandbox/server.py``).
@@ -137,7 +137,9 @@ def code_reward(completion: str, reference: Any, timeout: float | None = None, p
     if "cases" in reference:
         if not explicit_timeout and reference.get("time_limit"):
             timeout = float(reference["time_limit"])
-        return _stdio(completion, reference, timeout, partial, True if early_exit is None else bool(early_exit), meta)
+        if early_exit is None:  # keyword, then the reference's field, then True (training)
+            early_exit = bool(reference.get("early_exit", True))
+        return _stdio(completion, reference, timeout, partial, bool(early_exit), meta)
     tests, entry = reference.get("tests"), reference.get("entry_point")
     if not tests or not entry:
         return RewardResult(None, {"status": "bad_reference",
