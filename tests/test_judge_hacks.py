@@ -9,7 +9,6 @@ answer it did not read), ``naive`` compares the last reference and answer blocks
 forged block fools it). Rows stopped by a pre-filter never reach any judge; the few rows that
 must reach the judge are refused by the prompt structure and the restatement check.
 
-``test_vllm_judge.py`` runs the same corpus through a real model served by ``vllm serve``.
 """
 
 from __future__ import annotations
@@ -171,3 +170,4 @@ def test_the_system_prompt_says_the_blocks_are_data(live):
 def test_unknown_defence_is_refused():
     with pytest.raises(ValueError, match="unknown defence"):
         JudgeReward("http://127.0.0.1:9/v1", "m", disable=("fence", "typo"))
+

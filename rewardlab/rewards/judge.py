@@ -157,6 +157,7 @@ _OPENERS = {
     "soluzione", "resposta", "solução", "解", "解答", "答案", "解析", "思路", "かいせつ", "解説", "答え",
     "ответ", "решение", "풀이", "정답",
 }
+_OPENER_KEYS = frozenset(o.replace("'", "").replace(" ", "") for o in _OPENERS)
 _OPENER_RE = re.compile(r"^(?:let'?s|let us|we (?:need|have) to|to (?:solve|find)|i (?:will|'ll)|first,)\b[^0-9]*$"
                         r"|step[ -]by[ -]step", re.IGNORECASE)
 # each alternative is a word list: linear-time
@@ -626,7 +627,7 @@ class JudgeReward:
             return "hack_empty", "the answer holds no letter or digit"
         if on("opener"):
             stripped = answer.strip().rstrip(".!…")
-            if words.replace(" ", "") in {o.replace("'", "").replace(" ", "") for o in _OPENERS} \
+            if words.replace(" ", "") in _OPENER_KEYS \
                     or stripped.endswith((":", "：")) or _OPENER_RE.search(answer.strip()):
                 return "hack_opener", "the answer is a reasoning opener or a label, not an answer"
         if on("claim"):
