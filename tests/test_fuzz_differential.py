@@ -109,6 +109,16 @@ REGRESSIONS = [
     ("\\$18.90", "It is not \\$18.90, it is \\$18.900.", "different", "denies the value it then asserts (18.90 = 18.900)"),
     ("52_8", "It is not 52_8, it is 42_8.", "different", "the last number is the base numeral 42_8 (34), never its digits 42"),
     ("6,600", "The answer is not 6,600.", "different", "'answer is not N': the phrase is negated, never the fallback's last number"),
+    # found by --pairs 100000 --seed 2
+    ("\\frac{\\sqrt{21}}{5}", " | | 1 || \\frac{\\sqrt{21}}{5}", "different", "1 and the fraction across bars: not |1| times it"),
+    ("420", "ingis:  2 =  420", "different", "an equation whose left side is junk with a number: math-verify compared its right side"),
+    ("-9", "-9_00  ", "different", "a signed numeral with base 00: no base, never -9"),
+    ("15\\mbox{ cm}^2", "15\\mbox{ cm}^2 is wrong, the answer is 15\\mbox{ cm}^4.", "different", "cm^4 is not cm^2: both units dropped"),
+    # found by --pairs 100000 --seed 3
+    ("y = 2x + 3", "={$) 12 |: y = 2x + 3", "different", "a bare line whose braces do not pair: math-verify took the equation"),
+    ("11,800", "is\u200b = 1 !  11,800", "different", "1! and 11,800 side by side: not the product"),
+    ("6000", "ANSé$ab 00 $ab 6000", "different", "no word of prose: the last number of junk"),
+    ("624", "ab ANS: 0 (is 624", "different", "no word of prose: the last number of junk"),
 ]
 
 

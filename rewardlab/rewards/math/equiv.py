@@ -97,7 +97,7 @@ def _unwrap_text(s: str, cmds: tuple[str, ...] = _TEXT_CMDS) -> tuple[str, bool]
 #   _THOUSANDS(_MULTI): the look-behind forbids a start inside a digit group; the groups are
 #     delimited by literal commas (linear backtracking per start).
 #   _REPEAT: fixed literals between disjoint classes.
-_UNIT_TAIL = re.compile(r"(?<=[\d})\s])\s*+((?:[A-Za-z]{2,}+\.?+\s*+)++)(?:\^\s*+\{?\d\}?)?\s*+$")
+_UNIT_TAIL = re.compile(r"(?<=[\d})\s])\s*+((?:[A-Za-z]{2,}+\.?+\s*+)++)(?:\^\s*+\{?(\d)\}?)?\s*+$")
 _ORDINAL = re.compile(r"\^\s*+\{\s*+(?:st|nd|rd|th)\s*+\}|(?<=\d)(?:st|nd|rd|th)\b")
 _DEGREE = re.compile(r"\^\s*+\{?\s*+\\circ\s*+\}?|\\circ|°|\\degree|(?<!\s)\s*+\bdegrees?\b")
 _PERCENT = re.compile(r"(?<!\s)\s*+(?:\bpercentage\b|\bpercent\b|\bpct\b)")
@@ -109,7 +109,7 @@ _THOUSANDS_MULTI = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3}){2,})(?![\d,])
 _DECIMAL_COMMA = re.compile(r"-?\d++,\d++%?")
 _REPEAT = re.compile(r"(-?)(\d*)\.(\d*)\\overline\{(\d+)\}")
 _THOUSANDS_BANG = re.compile(r"(?<=\d),\\!\s*+(?=\d{3})|(?<=\d)\{,\}(?=\d{3})")
-_TEXT_UNIT = re.compile(r"(?<=[\d}\s])\s*+\\(?:text|mbox|mathrm|textnormal|textrm)\s*+\{\s*+([A-Za-z][A-Za-z ./]{0,30})\}\s*+(?:\^\s*+\{?\d\}?)?\s*+\.?\s*+$")
+_TEXT_UNIT = re.compile(r"(?<=[\d}\s])\s*+\\(?:text|mbox|mathrm|textnormal|textrm)\s*+\{\s*+([A-Za-z][A-Za-z ./]{0,30})\}\s*+(?:\^\s*+\{?(\d)\}?)?\s*+\.?\s*+$")
 
 
 def _drop_text_unit(flags: dict):
@@ -118,6 +118,7 @@ def _drop_text_unit(flags: dict):
         if any(w in _KEEP_WORDS for w in words) or not re.search(r"\d", m.string[: m.start()]):
             return m.group(0)
         flags["unit"] = " ".join(words)
+        flags["unit_power"] = m.group(2) or "1"
         return ""
 
     return sub
@@ -190,6 +191,7 @@ def normalize(ans: str) -> tuple[str, dict]:
         elif not any(w in _KEEP_WORDS for w in words):
             s = s[:m.start()].strip()
             flags["unit"] = " ".join(words)
+            flags["unit_power"] = m.group(2) or "1"
     s = s.replace("+-", "-").replace("+ -", "-")
     if "\\overline" in s:
         s = _REPEAT.sub(_repeating, s)
@@ -506,6 +508,12 @@ def _split_assignment(s: str) -> tuple[str, str] | None:
     return parts[0].strip(), parts[-1].strip()
 
 
+def _past_simple_lhs(s: str) -> str:
+    """``total = 2 + 3 = 5`` -> ``2 + 3 = 5``: a left-hand side of words names the value, it is not junk."""
+    k = s.find("=")
+    return s[k + 1:] if k > 0 and re.fullmatch(r"\s*+[A-Za-z][A-Za-z_ ]{0,39}", s[:k]) else s
+
+
 def _false_chain(s: str) -> bool:
     """``:_Z = 3 = 2928``: a chain of equalities, not headed by a variable, with two different plain numbers
     in it is no derivation (junk, or a false claim)."""
@@ -656,7 +664,7 @@ def _decimal_comma(s: str, other: str) -> str:
     return s
 
 
-_JUXTAPOSED = re.compile(r"\d(?:\}|\\?%)*+(?:\s++|\s*+[|$:]\s*+)\d")  # also "600|1|", "\frac{13}{18}$12", "\frac23:1"  # "1 11", "\frac{13}{6}  7"; "\frac{1} {2}" has a brace before its digit
+_JUXTAPOSED = re.compile(r"\d(?:\}|\\?%|\s*+!)*+(?:\s++\d|\s*+[|$:]++\s*+(?:\d|\\[dt]?frac|\\sqrt))")  # also "600|1|", "\frac{13}{18}$12", "\frac23:1"  # "1 11", "\frac{13}{6}  7"; "\frac{1} {2}" has a brace before its digit
 def _juxtaposed(s: str) -> bool:
     """Two numbers side by side, sub- and superscripts aside (``\\log_2 8`` is one value)."""
     return bool(_JUXTAPOSED.search(_SCRIPT.sub("@", s)))
@@ -682,7 +690,7 @@ def _words_and_values(s: str) -> bool:
 
 
 _DIGITS36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_BASE_NUMERAL = re.compile(r"(\d[0-9A-Z]{0,63})_\{?(\d{1,2})\}?")
+_BASE_NUMERAL = re.compile(r"-?+(\d[0-9A-Z]{0,63})_\{?(\d{1,2})\}?")
 
 
 def _base_numeral(s: str) -> int | None | bool:
@@ -694,7 +702,7 @@ def _base_numeral(s: str) -> int | None | bool:
     digits, base = m.group(1), parse_int(m.group(2))
     if not 2 <= base <= 36 or any(_DIGITS36.index(c) >= base for c in digits):
         return False
-    return parse_int(digits, base)
+    return -parse_int(digits, base) if s.startswith("-") else parse_int(digits, base)
 
 
 def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
@@ -704,6 +712,9 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     d = Decision(None, "undecided", pn, gn)
     if not pn:
         d.equal, d.rule = False, "empty"
+        return d
+    if pf.get("unit_power", "1") != gf.get("unit_power", "1") and "unit" in pf and "unit" in gf:
+        d.equal, d.rule, d.detail = False, "unit_power", "the units differ in power (cm^2 vs cm^4)"
         return d
     if _canon(pn) == _canon(gn):
         d.equal, d.rule = True, "string"
@@ -715,6 +726,9 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     pn = _IN_PREFIX.sub("", pn)
     gn = _IN_PREFIX.sub("", gn)
     # assignments: x = 5 vs 5; (p,q)=(3,2) vs (3,2); S:T = 7:32 vs 7:32
+    if _words_and_values(_past_simple_lhs(pn)) and not _words_and_values(gn):
+        d.equal, d.rule, d.detail = False, "words_and_values", "words around two or more values: no single value to compare"
+        return d
     if _false_chain(pn) and not _false_chain(gn):
         d.equal, d.rule, d.detail = False, "false_chain", "a chain a = b = c whose members are different numbers"
         return d

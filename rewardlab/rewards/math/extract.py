@@ -411,6 +411,8 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
         if results:  # "3 + 1 equals 4." is the statement of a result, not a text answer
             return Extraction(_rhs(results[-1]), "result")
         return Extraction(stripped[:MAX_ANSWER_CHARS], "bare")
+    if len(_PLAIN_WORD.findall(text[-4000:])) < MIN_PROSE_WORDS:  # "ab ANS: 0 (is 624": no prose, no bare answer
+        return Extraction(None, "none", "no_answer")
     return _conclusion(stripped[-4000:], policy)
 
 
@@ -456,7 +458,9 @@ def _is_junk(text: str) -> bool:
         return True  # prose has typos ("recommended7"); junk has no prose
     if "\n" in text or not is_bare_answer(text):
         return False
-    return sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}")
+    # brackets that never close, braces that do not pair, or an odd "$": "={$) 12 |: y = 2x + 3"
+    return (sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}")
+            or text.count("{") != text.count("}") or text.replace("\\$", "").count("$") % 2 == 1)
 
 
 def _rhs(m: re.Match) -> str:
@@ -490,6 +494,9 @@ _AND_WORD_NUMBER = re.compile(r"\s++(?:and|or)\s++(?:zero|one|two|three|four|fiv
 MAX_WORDS_AFTER_ANSWER = 3
 """A marker-less final sentence answers with its last number only when at most this many words follow it
 ("In total she sold 72 clips."); "20 chickens, we need to multiply the total amount of feed by" does not."""
+MIN_PROSE_WORDS = 1
+"""A marker-less text that is not a bare answer answers only as prose: with at least this many words of
+three letters or more ("We find that $x < 3$."); sub-word junk around numbers ("ab ANS: 0 (is 624") has none."""
 MAX_TRAILING_PIECES = 2
 """Number-free sentences allowed after the answer sentence ("Let me know if you need more help!")."""
 
