@@ -66,7 +66,11 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "algos": Target(
-        ("rewardlab/algos/__init__.py",),
+        ("rewardlab/algos/loss.py", "rewardlab/algos/__init__.py"),
+        ("tests/test_algos.py", "tests/test_algos_reference.py", "tests/test_algos_properties.py"),
+    ),
+    "algos_grouping": Target(
+        ("rewardlab/algos/grouping.py",),
         ("tests/test_algos.py", "tests/test_algos_reference.py", "tests/test_algos_properties.py"),
     ),
     "passk": Target(("rewardlab/eval/passk.py", "rewardlab/passk.py"), ("tests/test_passk.py",)),
@@ -86,9 +90,9 @@ TARGETS: dict[str, Target] = {
 EQUIVALENT: list[tuple[str, str, str, str]] = [
     ("algos", "*", "sum(+1)", "dim +1 is dim -1 on the (B, T) tensors these functions accept"),
     ("algos", "*", "any(+1)", "dim +1 is dim -1 on (B, T) masks"),
-    ("algos", "*", "bincount(inv, )", "every group id occurs, so bincount's length already is n_groups"),
-    ("algos", "*", "_group_index(group_ids, len(r), None)", "device None: inv.to(None) stays on the CPU"),
-    ("algos", "*", "_group_index(group_ids, len(s), None)", "device None: inv.to(None) stays on the CPU"),
+    ("algos_grouping", "*", "bincount(inv, )", "every group id occurs, so bincount's length already is n_groups"),
+    ("algos_grouping", "*", "group_index(group_ids, len(r), None)", "device None: inv.to(None) stays on the CPU"),
+    ("algos_grouping", "*", "group_index(group_ids, len(s), None)", "device None: inv.to(None) stays on the CPU"),
     ("algos", "_group_index", "+ 2 if", "an extra, empty group is never indexed"),
     ("algos", "_group_index", "else 1", "only for empty input, which then returns an empty result either way"),
     ("algos", "combine_metrics", "METRIC_REDUCE.get(k,", "the 'plain' reduction is the else branch"),

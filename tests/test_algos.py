@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from rewardlab import algos
+from rewardlab.rewards.length import overlong_penalty
 from rewardlab.errors import RewardlabError
+from algo_cases import loss_algo, loss_with
 
 F64 = torch.float64
 AGGS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum"]
@@ -41,7 +43,7 @@ def run(batch, rows=slice(None), width: int | None = None, **kw):
     lp = batch["logp"][rows].clone().requires_grad_()
     ent = batch["ent"][rows].clone().requires_grad_()
     cols = slice(None, width)
-    loss, metrics = algos.policy_loss(
+    loss, metrics = loss_with(
         lp[:, cols], batch["old"][rows][:, cols], batch["adv"][rows], batch["mask"][rows][:, cols],
         ref_logp=batch["ref"][rows][:, cols], entropy=ent[:, cols], **kw,
     )
@@ -103,7 +105,7 @@ def test_every_objective_is_micro_batch_invariant(loss, agg, splits):
     kw = dict(loss=loss, agg=agg, max_len=MAX_LEN, beta=0.1, kl="k3", entropy_coef=0.01, **OBJECTIVE_KW[loss])
     select = None
     if loss in algos.objectives.COV_LOSSES:
-        p = algos.objectives.Params(**{k: v for k, v in kw.items() if k in algos.objectives.Params.__dataclass_fields__})
+        p = loss_algo(**{k: v for k, v in kw.items() if k in algos.FIELDS})
         m = batch["mask"]
         select = algos.objectives.cov_select([(batch["logp"] * m, batch["old"] * m, batch["adv"][:, None] * m, m)],
                                              loss, p, generator=torch.Generator().manual_seed(0))[0]
@@ -177,7 +179,7 @@ def test_empty_batch_gives_zero_loss_with_a_graph():
     lp = torch.zeros(2, 3, dtype=F64, requires_grad=True)
     mask = torch.zeros(2, 3)
     for agg in AGGS:
-        loss, metrics = algos.policy_loss(lp, lp.detach(), torch.ones(2), mask, agg=agg, max_len=3)
+        loss, metrics = algos.policy_loss(lp, lp.detach(), torch.ones(2), mask, loss_algo(agg=agg), max_len=3)
         assert float(loss.detach()) == 0.0 and float(metrics["tokens"]) == 0 and float(metrics["seqs"]) == 0
         (g,) = torch.autograd.grad(loss, lp)
         assert not g.any()
@@ -192,7 +194,7 @@ def test_empty_batch_gives_zero_loss_with_a_graph():
 def test_token_ratio_log_clamped_at_20():
     lp = torch.tensor([[30.0, -30.0]], dtype=F64, requires_grad=True)
     old = torch.zeros(1, 2, dtype=F64)
-    loss, m = algos.policy_loss(lp, old, torch.tensor([-1.0], dtype=F64), torch.ones(1, 2), agg="token-sum")
+    loss, m = algos.policy_loss(lp, old, torch.tensor([-1.0], dtype=F64), torch.ones(1, 2), loss_algo(agg="token-sum"))
     assert float(m["ratio/max"]) == pytest.approx(math.exp(20))
     assert float(m["ratio/min"]) == pytest.approx(math.exp(-20))
     (g,) = torch.autograd.grad(loss, lp)
@@ -203,8 +205,7 @@ def test_gspo_log_ratio_clamped_at_10_from_above():
     lp = torch.tensor([[15.0, 15.0], [-30.0, -30.0]], dtype=F64, requires_grad=True)
     old = torch.zeros(2, 2, dtype=F64)
     adv = torch.tensor([-1.0, 1.0], dtype=F64)  # both rows take the unclipped branch
-    loss, m = algos.policy_loss(lp, old, adv, torch.ones(2, 2), ratio="sequence", eps_low=3e-4, eps_high=4e-4,
-                                agg="token-sum")
+    loss, m = algos.policy_loss(lp, old, adv, torch.ones(2, 2), loss_algo(ratio="sequence", eps_low=3e-4, eps_high=4e-4, agg="token-sum"))
     assert float(m["ratio/max"]) == pytest.approx(math.exp(10))
     assert float(m["ratio/min"]) == pytest.approx(math.exp(-30))  # no lower clamp on the sequence ratio
     assert float(loss.detach()) == pytest.approx(2 * math.exp(10) - 2 * math.exp(-30))
@@ -217,8 +218,7 @@ def test_gspo_gradient_is_the_sequence_level_gradient():
     """GSPO-token form: with A constant over the sequence, d loss / d lp[i,t] = -A_i s_i / n_i / B_eff."""
     batch = make_batch(empty_rows=())
     lp = batch["logp"].clone().requires_grad_()
-    loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"], ratio="sequence",
-                                eps_low=10.0 ** -9, eps_high=1e9, agg="seq-mean-token-mean")
+    loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"], loss_algo(ratio="sequence", eps_low=10.0 ** -9, eps_high=1e9, agg="seq-mean-token-mean"))
     (g,) = torch.autograd.grad(loss, lp)
     s = torch.exp(algos.sequence_log_ratio(batch["logp"], batch["old"], batch["mask"]))  # (B,)
     n = batch["mask"].sum(-1)  # (B,)
@@ -231,7 +231,7 @@ def test_dual_clip_caps_negative_advantage_loss():
     lp = torch.tensor([[2.0, 2.0, -3.0]], dtype=F64, requires_grad=True)  # ratios e^2, e^2, e^-3
     old = torch.zeros(1, 3, dtype=F64)
     adv = torch.tensor([[-1.0, 1.0, -1.0]], dtype=F64)
-    loss, m = algos.policy_loss(lp, old, adv, torch.ones(1, 3), clip_ratio_c=3.0, agg="token-sum")
+    loss, m = algos.policy_loss(lp, old, adv, torch.ones(1, 3), loss_algo(clip_ratio_c=3.0, agg="token-sum"))
     # token 0: A<0, -A*rho = e^2 > 3 -> capped at 3; token 1: A>0 clipped at 1.2 -> -1.2; token 2: -A*0.8
     assert float(loss.detach()) == pytest.approx(3.0 - 1.2 + 0.8)
     assert float(m["dual_clip_frac"]) == pytest.approx(1 / 3)
@@ -240,7 +240,7 @@ def test_dual_clip_caps_negative_advantage_loss():
     assert float(m["clip_frac"]) == pytest.approx(2 / 3)
     (g,) = torch.autograd.grad(loss, lp)
     assert not g.any()
-    loss_nc, m_nc = algos.policy_loss(lp, old, adv, torch.ones(1, 3), agg="token-sum")
+    loss_nc, m_nc = algos.policy_loss(lp, old, adv, torch.ones(1, 3), loss_algo(agg="token-sum"))
     assert float(loss_nc.detach()) == pytest.approx(math.exp(2) - 1.2 + 0.8)
     assert float(m_nc["dual_clip_frac"]) == 0.0
 
@@ -248,7 +248,7 @@ def test_dual_clip_caps_negative_advantage_loss():
 def test_approx_kl_old_sign():
     lp = torch.tensor([[-1.0, -2.0]], dtype=F64)
     old = torch.tensor([[-0.5, -1.0]], dtype=F64)
-    _, m = algos.policy_loss(lp, old, torch.zeros(1), torch.ones(1, 2))
+    _, m = algos.policy_loss(lp, old, torch.zeros(1), torch.ones(1, 2), loss_algo())
     assert float(m["approx_kl_old"]) == pytest.approx(((-0.5 + 1.0) + (-1.0 + 2.0)) / 2)  # mean(lp_old - lp)
 
 
@@ -378,14 +378,13 @@ def test_dynamic_sampling_keep():
     assert shuffled.tolist() == [True, False, True, False]
 
 
-def test_overlong_penalty_shape_and_errors():
-    pen = algos.overlong_penalty(torch.tensor([0, 12, 16, 20, 24]), 20, 8, factor=0.5)
-    assert pen.tolist() == pytest.approx([0.0, 0.0, -0.25, -0.5, -0.75])
-    for bad in ((20, 0), (20, 21), (20.0, 8)):
-        with pytest.raises(algos.AlgoError, match="cache_len"):
-            algos.overlong_penalty([1, 2], *bad)
-    with pytest.raises(algos.AlgoError, match="factor"):
-        algos.overlong_penalty([1, 2], 20, 8, factor=-1)
+def test_overlong_penalty_values_and_errors():
+    """The one implementation (rewardlab.rewards.length; the tensor copy in rewardlab.algos went in issue 25)."""
+    pen = [overlong_penalty(n, 20, 8, factor=0.5) for n in (0, 12, 16, 20, 24)]
+    assert pen == pytest.approx([0.0, 0.0, -0.25, -0.5, -0.75])
+    for bad in ((20, 0), (20, 21)):
+        with pytest.raises(ValueError, match="cache_len"):
+            overlong_penalty(1, *bad)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -438,16 +437,14 @@ def test_preset_overrides_copy_and_feed_policy_loss():
     p["agg"] = "changed"
     assert algos.PRESETS["dapo"]["agg"] == "token-mean"
     batch = make_batch()
-    for name in algos.PRESETS:
-        kw = algos.loss_kwargs(algos.preset(name))
-        assert set(kw) == set(algos.LOSS_FIELDS)
-        if kw["loss"] == "dpo":  # a pairwise branch of the update stage, not a policy_loss objective
+    for name, algo in algos.PRESETS.items():
+        if algo.loss == "dpo":  # a pairwise branch of the update stage, not a policy_loss objective
             with pytest.raises(algos.AlgoError, match="unknown loss 'dpo'"):
-                algos.policy_loss(batch["logp"], batch["old"], batch["adv"], batch["mask"], **kw)
+                algos.policy_loss(batch["logp"], batch["old"], batch["adv"], batch["mask"], algo)
             continue
         lp = batch["logp"].clone().requires_grad_()
-        loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"], max_len=MAX_LEN,
-                                    ref_logp=batch["ref"], **kw)
+        loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"], algo,
+                                    max_len=MAX_LEN, ref_logp=batch["ref"])
         loss.backward()
         assert torch.isfinite(lp.grad).all()
 
@@ -496,17 +493,17 @@ def test_validate_algo_on_an_overridden_dict():
 def test_policy_loss_argument_errors(kwargs, match):
     lp = torch.zeros(2, 3)
     with pytest.raises(algos.AlgoError, match=match):
-        algos.policy_loss(lp, lp, torch.zeros(2), torch.ones(2, 3), **kwargs)
+        loss_with(lp, lp, torch.zeros(2), torch.ones(2, 3), **kwargs)
 
 
 def test_policy_loss_shape_errors():
     lp = torch.zeros(2, 3)
     with pytest.raises(algos.AlgoError, match="old_logp"):
-        algos.policy_loss(lp, torch.zeros(2, 4), torch.zeros(2), torch.ones(2, 3))
+        algos.policy_loss(lp, torch.zeros(2, 4), torch.zeros(2), torch.ones(2, 3), loss_algo())
     with pytest.raises(algos.AlgoError, match="advantages"):
-        algos.policy_loss(lp, lp, torch.zeros(3), torch.ones(2, 3))
+        algos.policy_loss(lp, lp, torch.zeros(3), torch.ones(2, 3), loss_algo())
     with pytest.raises(algos.AlgoError, match=r"\(B, T\)"):
-        algos.policy_loss(torch.zeros(6), torch.zeros(6), torch.zeros(6), torch.ones(6))
+        algos.policy_loss(torch.zeros(6), torch.zeros(6), torch.zeros(6), torch.ones(6), loss_algo())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -578,12 +575,12 @@ def test_policy_loss_messages_name_the_argument():
     ]
     for kwargs, message in cases:
         with pytest.raises(algos.AlgoError) as info:
-            algos.policy_loss(lp, lp, torch.zeros(2), torch.ones(2, 3), **kwargs)
+            loss_with(lp, lp, torch.zeros(2), torch.ones(2, 3), **kwargs)
         assert str(info.value).startswith(message), (kwargs, str(info.value))
     for old, mask, message in ((torch.zeros(2, 4), torch.ones(2, 3), "old_logp must have logp's shape (2, 3), got (2, 4)"),
                                (lp, torch.ones(3, 3), "mask must have logp's shape (2, 3), got (3, 3)")):
         with pytest.raises(algos.AlgoError) as info:
-            algos.policy_loss(lp, old, torch.zeros(2), mask)
+            algos.policy_loss(lp, old, torch.zeros(2), mask, loss_algo())
         assert str(info.value) == message
 
 
@@ -620,7 +617,7 @@ def test_denominators_of_one():
 
 def test_single_token_batch_metrics():
     lp = torch.tensor([[0.5]], dtype=F64, requires_grad=True)
-    _, m = algos.policy_loss(lp, torch.zeros(1, 1, dtype=F64), torch.ones(1), torch.ones(1, 1))
+    _, m = algos.policy_loss(lp, torch.zeros(1, 1, dtype=F64), torch.ones(1), torch.ones(1, 1), loss_algo())
     assert float(m["ratio/min"]) == float(m["ratio/max"]) == pytest.approx(math.exp(0.5))
     assert float(m["clip_frac_high"]) == 1.0 and float(m["tokens"]) == 1.0 and float(m["seqs"]) == 1.0
 
@@ -630,15 +627,14 @@ def test_clip_fractions_count_strictly_outside_the_range():
     lp = torch.tensor([[math.log(0.5), math.log(2.0)]], dtype=F64)
     old = torch.zeros(1, 2, dtype=F64)
     adv = torch.tensor([[-1.0, 1.0]], dtype=F64)
-    _, m = algos.policy_loss(lp, old, adv, torch.ones(1, 2), eps_low=0.5, eps_high=1.0)
+    _, m = algos.policy_loss(lp, old, adv, torch.ones(1, 2), loss_algo(eps_low=0.5, eps_high=1.0))
     assert (float(m["clip_frac_low"]), float(m["clip_frac_high"]), float(m["clip_frac"])) == (0.0, 0.0, 0.0)
 
 
 def test_dual_clip_fraction_counts_only_tokens_above_the_cap():
     c = math.e  # the ratio exp(1) equals the cap exactly: the loss is at the cap, not above it
     lp = torch.tensor([[1.0, 1.5]], dtype=F64)
-    loss, m = algos.policy_loss(lp, torch.zeros(1, 2, dtype=F64), torch.tensor([-1.0]), torch.ones(1, 2),
-                                clip_ratio_c=c, eps_high=0.28, agg="token-sum")
+    loss, m = algos.policy_loss(lp, torch.zeros(1, 2, dtype=F64), torch.tensor([-1.0]), torch.ones(1, 2), loss_algo(clip_ratio_c=c, eps_high=0.28, agg="token-sum"))
     assert float(m["dual_clip_frac"]) == 0.5  # only the second token (e^1.5 > e) is capped
     assert float(loss) == pytest.approx(2 * math.e)
 
@@ -678,8 +674,6 @@ def test_dtypes_of_vector_inputs():
     assert algos.group_advantages(torch.tensor([1.0, 0.0], dtype=torch.bfloat16), [0, 0]).dtype == torch.bfloat16
     keep = algos.dynamic_sampling_keep(torch.tensor([1.0, 0.0, 1.0, 1.0], dtype=torch.float32), [0, 0, 1, 1])
     assert keep.tolist() == [True, True, False, False]
-    assert algos.overlong_penalty([10, 20], 20, 8).dtype == torch.float32
-    assert algos.overlong_penalty(torch.tensor([10.0, 20.0], dtype=F64), 20, 8).dtype == F64
     lp = torch.tensor([[-1.0, -2.0, -0.5]], dtype=torch.bfloat16)
     old = torch.tensor([[-1.5, -2.5, -0.25]], dtype=torch.bfloat16)
     s = algos.sequence_log_ratio(lp, old, torch.tensor([[1, 1, 0]]))
@@ -700,9 +694,6 @@ def test_vector_shape_messages():
         algos.dynamic_sampling_keep(torch.zeros(2, 2), [0, 1])
     assert str(info.value) == "scores must be one value per response (B,), got shape (2, 2)"
     with pytest.raises(algos.AlgoError) as info:
-        algos.overlong_penalty(torch.zeros(2, 2), 20, 8)
-    assert str(info.value) == "lengths must be one value per response (B,), got shape (2, 2)"
-    with pytest.raises(algos.AlgoError) as info:
         algos.group_advantages([1.0, 2.0], torch.zeros(2, 1, dtype=torch.long))
     assert str(info.value) == "group_ids must be (B,), got shape (2, 1)"
     with pytest.raises(algos.AlgoError) as info:
@@ -713,19 +704,11 @@ def test_vector_shape_messages():
     assert str(info.value) == "unknown scale 'mean'; choose one of: std, none"
 
 
-def test_overlong_penalty_of_integer_lengths_is_computed_in_float64():
-    pen = algos.overlong_penalty(torch.arange(6), 1, 1, factor=0.3)  # (B,) int64 lengths
-    expected = torch.tensor([min(-n * 0.3, 0.0) for n in range(6)], dtype=F64).to(torch.float32)
-    assert pen.dtype == torch.float32 and torch.equal(pen, expected)  # rounded once, not computed in float32
-
-
 def test_overlong_penalty_edges():
-    assert algos.overlong_penalty([0, 19, 20, 21], 20, 1).tolist() == [0.0, 0.0, -1.0, -2.0]  # cache_len 1
-    assert algos.overlong_penalty([0, 10, 20], 20, 20).tolist() == pytest.approx([0.0, -0.5, -1.0])  # cache = max
-    assert algos.overlong_penalty([12, 20], 20, 8, factor=0.0).tolist() == [0.0, 0.0]
-    with pytest.raises(algos.AlgoError) as info:
-        algos.overlong_penalty([1], 20, 0)
-    assert str(info.value) == "overlong shaping needs integers 0 < cache_len <= max_len, got cache_len=0, max_len=20"
+    assert [overlong_penalty(n, 20, 1) for n in (0, 19, 20, 21)] == [0.0, 0.0, -1.0, -2.0]  # cache_len 1
+    assert [overlong_penalty(n, 20, 20) for n in (0, 10, 20)] == pytest.approx([0.0, -0.5, -1.0])  # cache = max
+    assert [overlong_penalty(n, 20, 8, factor=0.0) for n in (12, 20)] == [0.0, 0.0]
+    assert [overlong_penalty(n, 1, 1, factor=0.3) for n in range(6)] == [min(-n * 0.3, 0.0) + 0.0 for n in range(6)]
 
 
 def test_combine_metrics_weights_defaults_and_extra_keys():

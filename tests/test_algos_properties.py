@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardlab import algos
+from algo_cases import loss_with
 
 F64 = torch.float64
 AGGS = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum"]
@@ -41,7 +42,7 @@ def batches(draw, min_rows: int = 1):
 
 def loss_and_grad(logp, old, adv, mask, **kw):
     lp = logp.clone().requires_grad_()
-    loss, metrics = algos.policy_loss(lp, old, adv, mask, **kw)
+    loss, metrics = loss_with(lp, old, adv, mask, **kw)
     (g,) = torch.autograd.grad(loss, lp, allow_unused=True, materialize_grads=True)
     return loss.detach(), metrics, g
 

@@ -16,6 +16,7 @@ import verl_fixtures
 
 from rewardlab import algos
 from rewardlab.rewards.length import overlong_penalty
+from algo_cases import loss_algo
 
 RTOL = 1e-6
 ATOL = 1e-12
@@ -99,11 +100,7 @@ AGG_CASES = [
 def test_clipped_loss_dual_clip(c, key, agg, max_len):
     case = REF["ppo_vanilla"][f"clip_ratio_c={c}"][key]
     lp = t(INP["log_prob"]).requires_grad_()
-    loss, metrics = algos.policy_loss(
-        lp, t(INP["old_log_prob"]), _advantages(), MASK,
-        eps_low=REF["ppo_vanilla"]["clip_ratio_low"], eps_high=REF["ppo_vanilla"]["clip_ratio_high"],
-        clip_ratio_c=c, agg=agg, max_len=max_len,
-    )
+    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), _advantages(), MASK, loss_algo(eps_low=REF["ppo_vanilla"]["clip_ratio_low"], eps_high=REF["ppo_vanilla"]["clip_ratio_high"], clip_ratio_c=c, agg=agg), max_len=max_len)
     assert loss.dtype == F64
     (grad,) = torch.autograd.grad(loss, lp)
     _check(case, loss, metrics, grad)
@@ -115,8 +112,7 @@ def test_clipped_loss_advantages_per_token_form():
     """The (B, T) advantages of the fixture give the same result as our (B,) ones."""
     case = REF["ppo_vanilla"]["clip_ratio_c=3.0"]["token-mean"]
     lp = t(INP["log_prob"]).requires_grad_()
-    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), t(REF["grpo"]["norm_adv_by_std"]["advantages"]),
-                                      MASK, eps_low=0.2, eps_high=0.28, clip_ratio_c=3.0, agg="token-mean")
+    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), t(REF["grpo"]["norm_adv_by_std"]["advantages"]), MASK, loss_algo(eps_low=0.2, eps_high=0.28, clip_ratio_c=3.0, agg="token-mean"))
     (grad,) = torch.autograd.grad(loss, lp)
     _check(case, loss, metrics, grad)
 
@@ -124,8 +120,7 @@ def test_clipped_loss_advantages_per_token_form():
 def test_clipped_loss_symmetric():
     case = REF["ppo_vanilla"]["symmetric_0.2_token-mean"]
     lp = t(INP["log_prob"]).requires_grad_()
-    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), _advantages(), MASK, eps_low=0.2, eps_high=0.2,
-                                      clip_ratio_c=3.0, agg="token-mean")
+    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), _advantages(), MASK, loss_algo(eps_low=0.2, eps_high=0.2, clip_ratio_c=3.0, agg="token-mean"))
     (grad,) = torch.autograd.grad(loss, lp)
     _check(case, loss, metrics, grad)
 
@@ -138,10 +133,7 @@ def test_gspo(inputs, agg):
     lp = t(INP[inputs]).requires_grad_()
     old = t(INP["old_log_prob"])
     close(torch.exp(algos.sequence_log_ratio(lp, old, MASK)), block["seq_ratio_s_i"])
-    loss, metrics = algos.policy_loss(
-        lp, old, _advantages(), MASK, ratio="sequence",
-        eps_low=REF["gspo"]["clip_ratio_low"], eps_high=REF["gspo"]["clip_ratio_high"], agg=agg,
-    )
+    loss, metrics = algos.policy_loss(lp, old, _advantages(), MASK, loss_algo(ratio="sequence", eps_low=REF["gspo"]["clip_ratio_low"], eps_high=REF["gspo"]["clip_ratio_high"], agg=agg))
     (grad,) = torch.autograd.grad(loss, lp)
     _check(case, loss, metrics, grad)
     # the per-token ratio of the GSPO-token form carries s_i on every response token
@@ -169,8 +161,7 @@ def test_kl_inside_policy_loss(kind):
     case = REF["kl"][kind]
     lp = t(INP["log_prob"]).requires_grad_()
     zeros = torch.zeros(INP["B"], dtype=F64)
-    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), zeros, MASK, agg="token-mean",
-                                      ref_logp=t(INP["ref_log_prob"]), beta=1.0, kl=kind)
+    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), zeros, MASK, loss_algo(agg="token-mean", beta=1.0, kl=kind), ref_logp=t(INP["ref_log_prob"]))
     close(loss, case["token_mean"])
     close(metrics["kl_ref"], case["token_mean"])
     (grad,) = torch.autograd.grad(loss, lp)
@@ -179,16 +170,10 @@ def test_kl_inside_policy_loss(kind):
 
 def test_dapo_overlong_shaping():
     block = REF["dapo_overlong"]
-    pen = algos.overlong_penalty(block["response_lengths"], block["max_resp_len(L_max)"],
-                                 block["overlong_buffer_len(L_cache)"], block["penalty_factor"])
-    close(pen, block["overlong_reward"])
-    close(block["task_score"] + pen.to(F64), block["total_reward_per_seq"])
-    close(block["task_score"] + pen.to(F64), block["reward_at_last_valid_token"])
-    lengths64 = torch.tensor(block["response_lengths"], dtype=F64)
-    pen64 = algos.overlong_penalty(lengths64, block["max_resp_len(L_max)"], block["overlong_buffer_len(L_cache)"])
-    assert pen64.dtype == F64
-    close(pen64, block["overlong_reward"])
-    # the implementation rewardlab train and the Overlong reward run: the same numbers, per completion
+    # the one implementation (rewardlab train's DAPO shaping and the Overlong reward), per completion
     one = [overlong_penalty(n, block["max_resp_len(L_max)"], block["overlong_buffer_len(L_cache)"],
                             block["penalty_factor"]) for n in block["response_lengths"]]
-    close(torch.tensor(one, dtype=F64), block["overlong_reward"])
+    pen = torch.tensor(one, dtype=F64)
+    close(pen, block["overlong_reward"])
+    close(block["task_score"] + pen, block["total_reward_per_seq"])
+    close(block["task_score"] + pen, block["reward_at_last_valid_token"])

@@ -14,6 +14,7 @@ import torch
 from rewardlab import algos
 from rewardlab.algos import AlgoError, correction
 from rewardlab.algos.correction import Correction, correct
+from algo_cases import loss_algo
 
 F64 = torch.float64
 ln = math.log
@@ -232,8 +233,7 @@ def test_bypass_reinforce_multiplies_by_the_weights():
     roll = lp.detach() - torch.tensor([[ln(3.0), ln(0.5), 0.0]], dtype=F64)  # w = (3 -> 2, 0.5, 1)
     adv = torch.tensor([2.0], dtype=F64)
     m = torch.ones_like(roll)
-    loss, metrics, corr = correction.bypass_policy_loss(lp, roll, adv, m, correction.preset("bypass_pg_is"),
-                                                        agg="token-mean")
+    loss, metrics, corr = algos.bypass_policy_loss(lp, roll, adv, m, correction.preset("bypass_pg_is"), loss_algo(agg="token-mean"))
     # sequence TIS: w = min(3 * 0.5 * 1, 2) = 1.5 on every token; loss = -mean(A w lp) = -2 * 1.5 * (-3.5) / 3
     close(loss, 3.5)
     (g,) = torch.autograd.grad(loss, lp)
@@ -248,13 +248,13 @@ def test_bypass_ppo_clip_ignores_the_weights_for_the_loss():
     adv = torch.tensor([1.0], dtype=F64)
     m = torch.ones_like(roll)
     c = Correction(is_level="token", is_threshold=2.0, bypass=True)
-    loss, metrics, corr = correction.bypass_policy_loss(lp, roll, adv, m, c, eps_low=0.2, eps_high=0.28)
-    ref, ref_metrics = algos.policy_loss(lp, roll, adv, m, eps_low=0.2, eps_high=0.28)
+    loss, metrics, corr = algos.bypass_policy_loss(lp, roll, adv, m, c, loss_algo(eps_low=0.2, eps_high=0.28))
+    ref, ref_metrics = algos.policy_loss(lp, roll, adv, m, loss_algo(eps_low=0.2, eps_high=0.28))
     assert torch.equal(loss, ref) and "is_weight/mean" not in metrics
     close(corr["rollout_is_mean"], (2.0 + 0.5 + 1.0) / 3)  # the weights still feed the metrics
     # with RS the loss uses the modified mask: 3 and 0.5 fail k2 <= 0.1, only the last token is left
     c2 = Correction(rs="token_k2", rs_threshold=0.1, bypass=True)
-    loss2, _, _ = correction.bypass_policy_loss(lp, roll, adv, m, c2, eps_low=0.2, eps_high=0.28)
+    loss2, _, _ = algos.bypass_policy_loss(lp, roll, adv, m, c2, loss_algo(eps_low=0.2, eps_high=0.28))
     close(loss2, -1.0)  # -A * r with r = 1
 
 
@@ -341,9 +341,9 @@ def test_bad_calls_raise():
     with pytest.raises(AlgoError, match="mask must have old_logp's shape"):
         correct(old, roll, m[:, :1], Correction())
     with pytest.raises(AlgoError, match="needs a Correction with bypass=True"):
-        correction.bypass_policy_loss(old, roll, torch.ones(1, dtype=F64), m, correction.preset("decoupled_token_is"))
-    with pytest.raises(AlgoError, match="sets loss itself"):
-        correction.bypass_policy_loss(old, roll, torch.ones(1, dtype=F64), m, correction.preset("bypass_pg_is"),
-                                      loss="ppo")
+        algos.bypass_policy_loss(old, roll, torch.ones(1, dtype=F64), m, correction.preset("decoupled_token_is"), loss_algo())
+    with pytest.raises(AlgoError, match="sets is_weights itself"):
+        algos.bypass_policy_loss(old, roll, torch.ones(1, dtype=F64), m, correction.preset("bypass_pg_is"), loss_algo(),
+                                 is_weights=torch.ones_like(old))
     with pytest.raises(AlgoError, match="noise must be a number >= 0"):
         correction.simulate_mismatch(old, m, noise=-0.1, generator=None)

@@ -32,6 +32,7 @@ import verl_fixtures
 
 from rewardlab import algos
 from rewardlab.algos import correction
+from algo_cases import bypass_with, loss_with
 
 RTOL = 1e-6
 ATOL = 1e-12
@@ -168,7 +169,7 @@ def test_rollout_correction_loss_matches_verl(label, mode):
     weights, modified, _ = correction.correct(OLD, ROLLOUT, MASK, from_verl(RC[label]["config"]))
     lp = LOGP.clone().requires_grad_()
     agg, max_len = AGG[mode]
-    loss, metrics = algos.policy_loss(lp, OLD, ADV, modified, loss="ppo", agg=agg, max_len=max_len,
+    loss, metrics = loss_with(lp, OLD, ADV, modified, loss="ppo", agg=agg, max_len=max_len,
                                       is_weights=weights, **PPO)
     (grad,) = torch.autograd.grad(loss, lp)
     close(loss, case["loss"], what="loss")
@@ -195,7 +196,7 @@ def test_bypass_loss_matches_verl(label, mode):
     c = from_verl(block["config"])
     lp = LOGP.clone().requires_grad_()
     agg, max_len = AGG[mode]
-    loss, metrics, corr = correction.bypass_policy_loss(lp, ROLLOUT, ADV, MASK, c, agg=agg, max_len=max_len, **PPO)
+    loss, metrics, corr = bypass_with(lp, ROLLOUT, ADV, MASK, c, agg=agg, max_len=max_len, **PPO)
     (grad,) = torch.autograd.grad(loss, lp)
     close(loss, case["loss"], what="loss")
     close(grad, case["grad_log_prob"], what="grad_log_prob")

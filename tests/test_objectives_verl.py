@@ -21,6 +21,7 @@ import torch
 import verl_fixtures
 
 from rewardlab import algos
+from algo_cases import loss_algo, loss_with
 
 RTOL = 1e-6
 ATOL = 1e-12
@@ -87,7 +88,7 @@ def settings(verl_loss: str, config: dict) -> dict:
 def run(kw: dict, log_prob_ref: str, agg_key: str, is_weights=None):
     lp = t(INP[log_prob_ref.removeprefix("inputs.")]).requires_grad_()
     agg, max_len = AGG[agg_key]
-    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), ADV, MASK, agg=agg, max_len=max_len,
+    loss, metrics = loss_with(lp, t(INP["old_log_prob"]), ADV, MASK, agg=agg, max_len=max_len,
                                       is_weights=is_weights, **kw)
     assert loss.dtype == F64
     (grad,) = torch.autograd.grad(loss, lp)
@@ -165,7 +166,7 @@ def test_cov_selection_is_the_same_for_a_split_step():
     lp, old = t(INP["log_prob"]), t(INP["old_log_prob"])
     adv = ADV[:, None].expand_as(lp) * MASK
     for loss, cfg in (("kl_cov", dict(cov_ratio=0.1)), ("clip_cov", dict(cov_ratio=0.2, clip_cov_lb=0.5))):
-        p = algos.objectives.Params(eps_low=0.2, eps_high=0.28, **cfg)
+        p = loss_algo(eps_low=0.2, eps_high=0.28, **cfg)
         whole = algos.objectives.cov_select([(lp * MASK, old * MASK, adv, MASK)], loss, p)[0]
         parts = [(lp[i:j] * MASK[i:j], old[i:j] * MASK[i:j], adv[i:j], MASK[i:j]) for i, j in ((0, 5), (5, 9), (9, 12))]
         split = torch.cat(algos.objectives.cov_select(parts, loss, p))

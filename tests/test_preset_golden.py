@@ -13,9 +13,11 @@ import json
 import math
 import os
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import torch
 
 from rewardlab.algos import PRESETS
 from test_presets_cli import train_cli
@@ -62,3 +64,37 @@ def test_every_preset_is_recorded(golden):
     if _record():
         pytest.skip("recording")
     assert set(golden) == set(PRESETS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", sorted(PRESETS))
+def test_policy_loss_with_the_preset_is_the_trainers_loss(algo, tiny_model_dir, tmp_path, monkeypatch):
+    """A direct ``policy_loss(..., PRESETS[name])`` call computes exactly the loss ``rewardlab train --algo
+    name`` computed on the same tensors: the trainer passes the preset whole, nothing re-declared."""
+    from rewardlab import algos
+
+    calls: list[tuple] = []
+    real = algos.policy_loss
+
+    def spy(logp, old_logp, advantages, mask, step_algo, **kw):
+        loss, metrics = real(logp, old_logp, advantages, mask, step_algo, **kw)
+        calls.append((logp.detach().clone(), old_logp.detach().clone(), advantages.detach().clone(), mask.clone(),
+                      step_algo, {k: (v.detach().clone() if hasattr(v, "detach") else v) for k, v in kw.items()},
+                      loss.detach().clone()))
+        return loss, metrics
+
+    monkeypatch.setattr(algos, "policy_loss", spy)
+    # the tiny random model never solves arith: DAPO's dynamic sampling would skip every group (it is not a
+    # setting of the objective, and the comparison below is of the objective's settings only)
+    extra = ["--dynamic-sampling", "false"] if PRESETS[algo].dynamic_sampling else []
+    train_cli(tmp_path, tiny_model_dir, "--algo", algo, "--steps", "1", *extra)
+    if PRESETS[algo].loss == "dpo":  # online DPO is a pairwise branch of the update stage, not policy_loss
+        assert not calls
+        return
+    assert calls, "the trainer never called policy_loss"
+    for lp, old, adv, mask, step_algo, kw, loss in calls:
+        changed = {f.name: (getattr(step_algo, f.name), getattr(PRESETS[algo], f.name)) for f in fields(step_algo)
+                   if f.metadata.get("loss") and getattr(step_algo, f.name) != getattr(PRESETS[algo], f.name)}
+        assert not changed, f"the trainer changed the objective's settings of the preset: {changed}"
+        again, _ = real(lp, old, adv, mask, PRESETS[algo], **kw)
+        assert torch.equal(again, loss)

@@ -159,7 +159,7 @@ def test_eval_with_tools_records_turns_and_calls(tiny_model_dir, tmp_path):
 def test_the_loss_of_a_trajectory_is_the_loss_of_its_model_tokens(agg, ratio):
     """Per-trajectory aggregation (and GSPO's sequence ratio) over a tool trajectory equals the same loss on
     the model's tokens alone: observation positions, whatever their log-probs, change nothing."""
-    from rewardlab import algos
+    from algo_cases import loss_with
 
     g = torch.Generator().manual_seed(0)
     lp = -torch.rand(2, 7, generator=g, dtype=torch.float64)  # (B, R): row 0 holds 3 observation tokens
@@ -167,13 +167,13 @@ def test_the_loss_of_a_trajectory_is_the_loss_of_its_model_tokens(agg, ratio):
     mask = torch.tensor([[1, 1, 0, 0, 0, 1, 1], [1, 1, 1, 1, 0, 0, 0]], dtype=torch.float64)
     adv = torch.tensor([0.7, -0.4], dtype=torch.float64)
     kw = dict(agg=agg, ratio=ratio, max_len=8)
-    full, _ = algos.policy_loss(lp, old, adv, mask, **kw)
+    full, _ = loss_with(lp, old, adv, mask, **kw)
     noisy = lp.clone()
     noisy[0, 2:5] = 5.0  # observation tokens: any value
-    again, _ = algos.policy_loss(noisy, old, adv, mask, **kw)
+    again, _ = loss_with(noisy, old, adv, mask, **kw)
     keep = [0, 1, 5, 6]  # row 0's model tokens, packed
     packed_lp = torch.stack([lp[0, keep], lp[1, :4]])
     packed_old = torch.stack([old[0, keep], old[1, :4]])
-    packed, _ = algos.policy_loss(packed_lp, packed_old, adv, torch.ones(2, 4, dtype=torch.float64), **kw)
+    packed, _ = loss_with(packed_lp, packed_old, adv, torch.ones(2, 4, dtype=torch.float64), **kw)
     assert float(full) == pytest.approx(float(again), rel=1e-12)
     assert float(full) == pytest.approx(float(packed), rel=1e-12)

@@ -67,7 +67,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import torch
 
-from rewardlab.algos import AlgoError, _group_index, aggregate, group_advantages
+from rewardlab.algos.checks import AlgoError
+from rewardlab.algos.grouping import group_advantages
+from rewardlab.algos.loss import aggregate
+from rewardlab.algos.tensors import group_index
 
 Tensor = torch.Tensor
 Number = int | float
@@ -255,7 +258,7 @@ def reinforce_pp_baseline(
     mean 0 (verl). ``returns = advantages``.
     """
     r, m, mf = _prep(token_rewards, mask)
-    inv, n_groups = _group_index(group_ids, r.shape[0], r.device)
+    inv, n_groups = group_index(group_ids, r.shape[0], r.device)
     s = r.sum(-1)  # (B,)
     count, mean, _ = _group_mean_std(s, inv, n_groups)  # (G,)
     mean = torch.where(count == 1, torch.zeros_like(mean), mean)  # (G,)
@@ -271,7 +274,7 @@ def rloo(token_rewards: Tensor, mask: Tensor, group_ids: Tensor | Sequence[Hasha
     A singleton group keeps ``A_i = s_i`` (verl). ``returns = advantages``.
     """
     r, m, mf = _prep(token_rewards, mask)
-    inv, n_groups = _group_index(group_ids, r.shape[0], r.device)
+    inv, n_groups = group_index(group_ids, r.shape[0], r.device)
     s = r.sum(-1)  # (B,)
     count, mean, _ = _group_mean_std(s, inv, n_groups)  # (G,)
     c = count[inv]  # (B,)
@@ -290,7 +293,7 @@ def opo(token_rewards: Tensor, mask: Tensor, group_ids: Tensor | Sequence[Hashab
     (verl divides 0 by 0). ``returns = advantages``.
     """
     r, m, mf = _prep(token_rewards, mask)
-    inv, n_groups = _group_index(group_ids, r.shape[0], r.device)
+    inv, n_groups = group_index(group_ids, r.shape[0], r.device)
     s = r.sum(-1)  # (B,)
     n = mf.sum(-1)  # (B,)
     count = torch.bincount(inv, minlength=n_groups)  # (G,)
@@ -318,7 +321,7 @@ def grpo_passk(
     Raises :class:`AlgoError` for a group with fewer than 2 responses (verl raises too).
     """
     r, m, mf = _prep(token_rewards, mask)
-    inv, n_groups = _group_index(group_ids, r.shape[0], r.device)
+    inv, n_groups = group_index(group_ids, r.shape[0], r.device)
     eps = _real("eps", eps, 0.0)
     s = r.sum(-1)  # (B,)
     count, _, std = _group_mean_std(s, inv, n_groups)  # (G,)
@@ -352,7 +355,7 @@ def gpg_advantage(
     two agree to ~4e-8 relative.
     """
     r, m, mf = _prep(token_rewards, mask)
-    inv, n_groups = _group_index(group_ids, r.shape[0], r.device)
+    inv, n_groups = group_index(group_ids, r.shape[0], r.device)
     f_norm = _real("f_norm", f_norm)
     if f_norm == 0:
         raise AlgoError("f_norm must be non-zero")
@@ -406,7 +409,7 @@ def gdpo(
     """
     r, m, mf = _prep(token_rewards, mask)
     b = r.shape[0]
-    inv, n_groups = _group_index(group_ids, b, r.device)
+    inv, n_groups = group_index(group_ids, b, r.device)
     eps = _real("eps", eps, 0.0)
     if components is None:
         comps: list[tuple[str, Tensor]] = [("token_rewards", r.sum(-1))]  # (B,)
@@ -453,7 +456,7 @@ def _otb(
     _check_bt("sum_pi_squared", sum_pi_squared, r.shape)
     eps = _real("eps", eps, 0.0)
     b, t_len = r.shape
-    inv, n_groups = _group_index(group_ids, b, r.device)
+    inv, n_groups = group_index(group_ids, b, r.device)
     returns = _revcumsum(r)  # (B, T) G_t
     pi = torch.exp(_masked(old_logp, m, r.dtype))  # (B, T)
     w = 1 - 2 * pi + _masked(sum_pi_squared, m, r.dtype)  # (B, T)

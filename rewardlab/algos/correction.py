@@ -7,15 +7,16 @@ correct for the gap. Everything here matches verl 0.9.1 in float64
 (``verl/trainer/ppo/rollout_corr_helper.py`` = ``rch``, ``core_algos.py``), number for number
 (``tests/test_correction_verl.py`` against ``../shared/fixtures/verl_reference_v2.json``)::
 
-    from rewardlab.algos import correction, policy_loss
+    from rewardlab import algos
+    from rewardlab.algos import correction
 
     c = correction.preset("decoupled_geo_rs_token_tis")
     w, mask2, corr = correction.correct(old_logp, rollout_logp, mask, c)   # no grad
-    loss, metrics = policy_loss(logp, old_logp, adv, mask2, is_weights=w, ...)
+    loss, metrics = algos.policy_loss(logp, old_logp, adv, mask2, algos.PRESETS["grpo"], is_weights=w, ...)
     # log corr as rollout_corr/<name>
 
     c = correction.preset("bypass_pg_is")                                   # bypass: old := rollout
-    loss, metrics, corr = correction.bypass_policy_loss(logp, rollout_logp, adv, mask, c, ...)
+    loss, metrics, corr = algos.bypass_policy_loss(logp, rollout_logp, adv, mask, c, algos.PRESETS["grpo"], ...)
 
 Notation: ``m`` the response mask ``(B, T)``, ``n_i = sum_t m``, ``N = sum m``;
 ``mm(x) = sum x m / N`` (masked mean; verl divides by ``N + 1e-8``, we by ``N``, a relative
@@ -52,11 +53,11 @@ its metric names are verl's without the ``rollout_corr/`` prefix (``rollout_is_m
 weights before batch normalisation, the fractions the raw weights (``rch.compute_is_metrics``);
 the RS metrics are ``rch.compute_rs_metrics``.
 
-Bypass mode (``core_algos.compute_policy_loss_bypass_mode``) = :func:`bypass_policy_loss`:
+Bypass mode (``core_algos.compute_policy_loss_bypass_mode``) = :func:`rewardlab.algos.bypass_policy_loss`:
 ``old_logp := rollout_logp``; the weights and the RS mask come from :func:`correct` at
 ``(logp.detach(), rollout_logp)``; ``ppo_clip`` is PPO on the RS mask with the weights unused
 (metrics only: the ratio already is pi_theta / pi_rollout); ``reinforce`` is
-``-A sg(w) lp`` (``core_algos.compute_policy_loss_reinforce``; ``policy_loss(loss="gpg")``), or
+``-A sg(w) lp`` (``core_algos.compute_policy_loss_reinforce``; ``policy_loss`` with ``loss="gpg"``), or
 ``-A lp`` without IS weights.
 
 Decoupled mode: verl's trainer applies the RS mask before computing advantages (quirk 10); with
@@ -76,7 +77,8 @@ from typing import Any
 
 import torch
 
-from rewardlab.algos import AlgoError, _compute_dtype, _is_real, policy_loss
+from rewardlab.algos.checks import AlgoError, is_real
+from rewardlab.algos.tensors import compute_dtype
 
 Tensor = torch.Tensor
 
@@ -222,7 +224,7 @@ def correct(
     c.check()
     _check_shapes(old_logp, rollout_logp, mask)
     with torch.no_grad():
-        cdt = _compute_dtype(old_logp)
+        cdt = compute_dtype(old_logp)
         m = mask.bool()  # (B, T)
         if not bool(m.any()):
             raise AlgoError("rollout correction needs at least one response token in mask")
@@ -258,7 +260,7 @@ def offpolicy_metrics(old_logp: Tensor, rollout_logp: Tensor, mask: Tensor) -> d
     """
     _check_shapes(old_logp, rollout_logp, mask)
     with torch.no_grad():
-        cdt = _compute_dtype(old_logp)
+        cdt = compute_dtype(old_logp)
         m = mask.bool()  # (B, T)
         if not bool(m.any()):
             raise AlgoError("off-policy metrics need at least one response token in mask")
@@ -267,44 +269,6 @@ def offpolicy_metrics(old_logp: Tensor, rollout_logp: Tensor, mask: Tensor) -> d
         old = torch.where(m, old_logp.detach().to(cdt), zero)  # (B, T)
         roll = torch.where(m, rollout_logp.detach().to(cdt), zero)  # (B, T)
         return _offpolicy(old, roll, m, mf)
-
-
-def bypass_policy_loss(
-    logp: Tensor,
-    rollout_logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    c: Correction,
-    **loss_kwargs: Any,
-) -> tuple[Tensor, dict[str, Tensor], dict[str, Tensor]]:
-    """Bypass mode's policy loss (``core_algos.compute_policy_loss_bypass_mode``).
-
-    ``old_logp := rollout_logp``. The IS weights and RS mask are :func:`correct` at
-    ``(logp.detach(), rollout_logp, mask)``; the loss is :func:`rewardlab.algos.policy_loss` on the
-    RS-modified mask with ``loss="ppo"`` and no weights (``c.bypass_loss == "ppo_clip"``: the
-    weights only feed metrics) or ``loss="gpg"`` times the weights (``"reinforce"``,
-    ``core_algos.compute_policy_loss_reinforce``). ``loss_kwargs`` go to ``policy_loss``
-    (``eps_low``, ``eps_high``, ``clip_ratio_c``, ``agg``, ``max_len``, ``num_tokens``, ...;
-    not ``loss`` or ``is_weights``).
-
-    Returns ``(loss, loss_metrics, correction_metrics)``: verl's ``actor/pg_clipfrac``,
-    ``pg_clipfrac_lower`` and ``ppo_kl`` are ``loss_metrics``' ``clip_frac``, ``dual_clip_frac``
-    and ``approx_kl_old``; ``correction_metrics`` are :func:`correct`'s (log as ``rollout_corr/``).
-    """
-    c.check()
-    if not c.bypass:
-        raise AlgoError("bypass_policy_loss needs a Correction with bypass=True (decoupled mode: correct + policy_loss)")
-    clash = sorted({"loss", "is_weights"} & set(loss_kwargs))
-    if clash:
-        raise AlgoError(f"bypass_policy_loss sets {', '.join(clash)} itself (from c.bypass_loss)")
-    weights, modified, corr_metrics = correct(logp.detach(), rollout_logp, mask, c)
-    if c.bypass_loss == "reinforce":
-        loss, metrics = policy_loss(logp, rollout_logp, advantages, modified, loss="gpg", is_weights=weights,
-                                    **loss_kwargs)
-    else:
-        loss, metrics = policy_loss(logp, rollout_logp, advantages, modified, loss="ppo", is_weights=None,
-                                    **loss_kwargs)
-    return loss, metrics, corr_metrics
 
 
 def simulate_mismatch(logp: Tensor, mask: Tensor, *, noise: float, generator: torch.Generator | None) -> Tensor:
@@ -316,7 +280,7 @@ def simulate_mismatch(logp: Tensor, mask: Tensor, *, noise: float, generator: to
     torch's global generator), so a seeded generator gives the same engine every run. ``noise`` is
     the standard deviation in nats; 0 returns ``logp`` clamped only.
     """
-    if not _is_real(noise) or noise < 0:
+    if not is_real(noise) or noise < 0:
         raise AlgoError(f"noise must be a number >= 0 (a standard deviation in nats), got {noise!r}")
     if mask.shape != logp.shape:
         raise AlgoError(f"mask must have logp's shape {tuple(logp.shape)}, got {tuple(mask.shape)}")
@@ -504,7 +468,7 @@ def _offpolicy(old: Tensor, roll: Tensor, m: Tensor, mf: Tensor) -> dict[str, Te
 def _parse_is_threshold(spec: Any) -> tuple[float, float | None]:
     """``(upper, lower)``: a number (or number string) = TIS ``(u, None)``, ``"l_u"`` = IcePop ``(u, l)``."""
     bad = f"is_threshold must be a number > 0 (TIS) or a string 'l_u' with 0 < l <= u (IcePop), got {spec!r}"
-    if _is_real(spec):
+    if is_real(spec):
         upper, lower = float(spec), None
     elif isinstance(spec, str) and spec.strip():
         parts = spec.strip().split("_", 1)
@@ -536,7 +500,7 @@ def _parse_rs(rs: Any, spec: Any) -> list[tuple[str, float | None, float]]:
         raise AlgoError(f"rs must name at least one option of: {', '.join(RS_OPTIONS)}")
     if spec is None:
         raise AlgoError(f"rs {rs!r} needs rs_threshold (k2/k3: an upper bound u; k1: 'l_u')")
-    if _is_real(spec):
+    if is_real(spec):
         specs = [repr(float(spec))]
     elif isinstance(spec, str):
         specs = [s.strip() for s in spec.split(",") if s.strip()]
@@ -581,7 +545,6 @@ __all__ = [
     "PRESETS",
     "RS_OPTIONS",
     "SAFETY_BOUND",
-    "bypass_policy_loss",
     "correct",
     "offpolicy_metrics",
     "preset",

@@ -33,14 +33,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rewardlab.algos import AlgoError, _as_float_vector, _compute_dtype, _group_index, _is_real, aggregate
+from rewardlab.algos.checks import AlgoError, is_real
+from rewardlab.algos.loss import aggregate
+from rewardlab.algos.tensors import as_float_vector, compute_dtype, group_index
 
 Tensor = torch.Tensor
 Number = int | float
 
 
 def _check_decay(decay: Any) -> float:
-    if not _is_real(decay) or not 0 <= decay < 1:
+    if not is_real(decay) or not 0 <= decay < 1:
         raise AlgoError(f"decay must be in [0, 1), got {decay!r}")
     return float(decay)
 
@@ -50,14 +52,14 @@ def _finite(x: Any, name: str) -> float:
         if x.numel() != 1:
             raise AlgoError(f"{name} must be one number, got shape {tuple(x.shape)}")
         x = float(x)
-    if not _is_real(x):
+    if not is_real(x):
         raise AlgoError(f"{name} must be a finite number, got {x!r}")
     return float(x)
 
 
 def _finite_scores(scores: Tensor | Sequence[float], name: str = "scores") -> Tensor:
     """``scores`` as a float64 ``(N,)`` tensor; NaN or inf raises."""
-    s, _ = _as_float_vector(scores, name)
+    s, _ = as_float_vector(scores, name)
     s64 = s.to(torch.float64)  # (N,)
     if not bool(torch.isfinite(s64).all()):
         raise AlgoError(f"{name} must be finite numbers (map ungradable None scores to a value first)")
@@ -100,13 +102,13 @@ class AdaptiveClip:
         decay: float = 0.9,
     ) -> None:
         for name, v in (("eps_low", eps_low), ("eps_high", eps_high)):
-            if not _is_real(v) or v <= 0:
+            if not is_real(v) or v <= 0:
                 raise AlgoError(f"{name} must be a number > 0, got {v!r}")
-        if not _is_real(alpha) or alpha < 0:
+        if not is_real(alpha) or alpha < 0:
             raise AlgoError(f"alpha must be a number >= 0, got {alpha!r}")
-        if not _is_real(kl_target) or kl_target <= 0:
+        if not is_real(kl_target) or kl_target <= 0:
             raise AlgoError(f"kl_target must be a number > 0, got {kl_target!r}")
-        if not (_is_real(eps_min) and _is_real(eps_max)) or not 0 <= eps_min <= eps_max:
+        if not (is_real(eps_min) and is_real(eps_max)) or not 0 <= eps_min <= eps_max:
             raise AlgoError(f"need 0 <= eps_min <= eps_max, got {eps_min!r} and {eps_max!r}")
         self.eps_low_base = float(eps_low)
         self.eps_high_base = float(eps_high)
@@ -193,7 +195,7 @@ class EmaRewardNorm:
 
     def __init__(self, decay: float = 0.99, eps: float = 1e-6) -> None:
         self.decay = _check_decay(decay)
-        if not _is_real(eps) or eps < 0:
+        if not is_real(eps) or eps < 0:
             raise AlgoError(f"eps must be a number >= 0, got {eps!r}")
         self.eps = float(eps)
         self.n = 0
@@ -210,7 +212,7 @@ class EmaRewardNorm:
 
     def __call__(self, rewards: Tensor | Sequence[float]) -> Tensor:
         """Fold ``rewards`` ``(N,)`` (N >= 1, finite) into the EMAs and return them normalised, ``(N,)``."""
-        r, out_dtype = _as_float_vector(rewards, "rewards")
+        r, out_dtype = as_float_vector(rewards, "rewards")
         r64 = r.to(torch.float64)  # (N,)
         if r64.numel() == 0:
             raise AlgoError("rewards must hold at least one value")
@@ -285,7 +287,7 @@ class GroupSizePolicy:
                 raise AlgoError(f"{name} must be an integer >= 1, got {v!r}")
         if g_min > g_max:
             raise AlgoError(f"g_min must be <= g_max, got {g_min} and {g_max}")
-        if not _is_real(threshold) or threshold <= 0:
+        if not is_real(threshold) or threshold <= 0:
             raise AlgoError(f"threshold must be a number > 0, got {threshold!r}")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise AlgoError(f"warmup_steps must be an integer >= 0, got {warmup_steps!r}")
@@ -363,7 +365,7 @@ def best_of_group(scores: Tensor | Sequence[float], group_ids: Tensor | Sequence
     rounding in the mean (``[x, nextafter(x, -inf)]`` selects ``x``). Scores must be finite.
     """
     s = _finite_scores(scores)  # (N,)
-    inv, n_groups = _group_index(group_ids, len(s), s.device)
+    inv, n_groups = group_index(group_ids, len(s), s.device)
     count = torch.bincount(inv, minlength=n_groups)  # (G,)
     gmax = torch.full((n_groups,), -math.inf, dtype=torch.float64, device=s.device).scatter_reduce(0, inv, s, "amax")
     is_max = s == gmax[inv]  # (N,)
@@ -383,9 +385,9 @@ def bog_coef(step: int, total_steps: int, lam: float, warmup_frac: float) -> flo
         raise AlgoError(f"step must be an integer >= 1 (counted from 1), got {step!r}")
     if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
         raise AlgoError(f"total_steps must be an integer >= 1, got {total_steps!r}")
-    if not _is_real(lam) or lam < 0:
+    if not is_real(lam) or lam < 0:
         raise AlgoError(f"lam must be a number >= 0, got {lam!r}")
-    if not _is_real(warmup_frac) or not 0 <= warmup_frac <= 1:
+    if not is_real(warmup_frac) or not 0 <= warmup_frac <= 1:
         raise AlgoError(f"warmup_frac must be in [0, 1], got {warmup_frac!r}")
     w = warmup_frac * total_steps
     if w <= 0 or step >= w:
@@ -415,7 +417,7 @@ def bog_nll(logp: Tensor, mask: Tensor, select: Tensor, num_tokens: Number | Ten
         raise AlgoError(f"logp and mask must both be (B, T), got {tuple(logp.shape)} and {tuple(mask.shape)}")
     if select.shape != logp.shape[:1]:
         raise AlgoError(f"select must be (B,) = ({logp.shape[0]},), got {tuple(select.shape)}")
-    cdt = _compute_dtype(logp)
+    cdt = compute_dtype(logp)
     m = mask.bool() & select.bool()[:, None]  # (B, T)
     return aggregate(-logp.to(cdt), m, "token-mean", num_tokens=num_tokens)
 
@@ -432,7 +434,7 @@ def dpo_pairs(scores: Tensor | Sequence[float], group_ids: Tensor | Sequence[Has
     the order of each group's first row. All-equal groups (and one-member groups) give no pair.
     """
     s = _finite_scores(scores).tolist()
-    inv, _ = _group_index(group_ids, len(s), torch.device("cpu"))
+    inv, _ = group_index(group_ids, len(s), torch.device("cpu"))
     best: dict[int, int] = {}
     worst: dict[int, int] = {}
     for i, g in enumerate(inv.tolist()):
@@ -479,11 +481,11 @@ def dpo_loss(
             "chosen/rejected/ref log-probs must all be (P,), got "
             + ", ".join(str(tuple(t.shape)) for t in (chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps))
         )
-    if not _is_real(beta) or beta <= 0:
+    if not is_real(beta) or beta <= 0:
         raise AlgoError(f"beta must be a number > 0, got {beta!r}")
-    if not _is_real(label_smoothing) or not 0 <= label_smoothing < 0.5:
+    if not is_real(label_smoothing) or not 0 <= label_smoothing < 0.5:
         raise AlgoError(f"label_smoothing must be in [0, 0.5), got {label_smoothing!r}")
-    cdt = _compute_dtype(pc)
+    cdt = compute_dtype(pc)
     pc = pc.to(cdt)  # (P,)
     pr = rejected_logps.to(cdt)  # (P,)
     rc = ref_chosen_logps.detach().to(cdt)  # (P,)
@@ -494,7 +496,7 @@ def dpo_loss(
     denom = num_pairs if num_pairs is not None else max(p, 1)
     if isinstance(denom, Tensor):
         denom = denom.to(cdt)
-    elif not _is_real(denom) or denom <= 0:
+    elif not is_real(denom) or denom <= 0:
         raise AlgoError(f"num_pairs must be > 0 (the optimizer step's pair count), got {num_pairs!r}")
     loss = per_pair.sum() / denom
     with torch.no_grad():

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -25,7 +25,7 @@ import torch
 from rewardlab import algos
 from rewardlab.algos import advantages, extras
 from rewardlab.algos import correction as rollout_correction
-from rewardlab.algos.objectives import COV_LOSSES, Params, cov_select
+from rewardlab.algos.objectives import COV_LOSSES, cov_select
 from rewardlab.train import distributed
 from rewardlab.train.logprobs import pad_batch, shared_prompt_logprobs, token_logprobs
 from rewardlab.errors import RewardlabError
@@ -226,8 +226,7 @@ def cov_selection(run: Run, mb: list[Sample], mi: int, lp_now: dict | None,
             adv = (adv[:, None] if adv.dim() == 1 else adv) * mask  # (B, R)
             keys.append(key)
             parts.append((lp, lp, adv, mask))  # lp_old = lp: the step starts at the current policy
-    p = Params(**{k: getattr(algo, k) for k in Params.__dataclass_fields__})
-    return dict(zip(keys, cov_select(parts, algo.loss, p)))
+    return dict(zip(keys, cov_select(parts, algo.loss, algo)))
 
 
 def value_step(run: Run, micro: list[Sample], b: dict, mask: torch.Tensor, num_tokens: float, num_seqs: float,
@@ -313,11 +312,11 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
     if update.mismatch_on and epoch == 0:  # old = the policy that sampled, before any update
         update.mismatch.append(micro_mismatch(old, micro, b["response_mask"]))
     adv = advantage_tensor(micro, mask)  # (B,) or (B, R)
-    kw = algos.loss_kwargs(algo)
-    kw.update(eps_low=float(algo.eps_low), eps_high=float(algo.eps_high), beta=float(algo.beta),
-              entropy_coef=float(algo.entropy_coef))
+    # the step's settings: eps as floats, the KL-adaptive clip range (--clip-adapt kl), bypass's REINFORCE loss
+    step_algo = replace(algo, eps_low=float(algo.eps_low), eps_high=float(algo.eps_high), beta=float(algo.beta),
+                        entropy_coef=float(algo.entropy_coef))
     if eps is not None:  # --- KL-adaptive clip range (--clip-adapt kl) ---
-        kw.update(eps_low=eps[0], eps_high=eps[1])
+        step_algo = replace(step_algo, eps_low=eps[0], eps_high=eps[1])
     weights = None
     if corrected is not None:  # --- rollout correction: rejected tokens leave the mask; IS weights ---
         mask = mask * corrected.mask  # (B, R)
@@ -326,11 +325,11 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
         if corr.bypass:  # --- bypass: the engine's log-probs are the old log-probs ---
             old = corrected.rollout_lp  # (B, R)
             if corr.bypass_loss == "reinforce":
-                kw["loss"] = "gpg"  # -A lp w
+                step_algo = replace(step_algo, loss="gpg")  # -A lp w
             else:
                 weights = None  # PPO-clip on pi / pi_rollout: the ratio is the correction (verl)
     loss, metrics = algos.policy_loss(
-        lp, old, adv, mask, **kw, max_len=cfg.max_new_tokens, ref_logp=ref_lp.get(key),
+        lp, old, adv, mask, step_algo, max_len=cfg.max_new_tokens, ref_logp=ref_lp.get(key),
         entropy=ent if algo.entropy_coef > 0 else ent.detach(), is_weights=weights, select=select,
         num_tokens=num_tokens, num_seqs=num_seqs,
     )
