@@ -119,6 +119,10 @@ REGRESSIONS = [
     ("11,800", "is\u200b = 1 !  11,800", "different", "1! and 11,800 side by side: not the product"),
     ("6000", "ANSé$ab 00 $ab 6000", "different", "no word of prose: the last number of junk"),
     ("624", "ab ANS: 0 (is 624", "different", "no word of prose: the last number of junk"),
+    # found by --pairs 100000 --seed 4
+    ("68000", "68000_10ing", "different", "a digit subscript that is no base numeral"),
+    ("6r^2-4r-24", "6r^2-4r-24_9  ", "different", "math-verify drops the subscript 9"),
+    ("\\frac{1}{16}", "\\frac{1}{16}_00\\", "different", "a fraction subscripted 00"),
 ]
 
 

@@ -690,6 +690,7 @@ def _words_and_values(s: str) -> bool:
 
 
 _DIGITS36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_SUBSCRIPTED_NUMBER = re.compile(r"[\d}]_\{?\d")  # "68000_10ing", "\frac{1}{16}_00": never the bare value
 _BASE_NUMERAL = re.compile(r"-?+(\d[0-9A-Z]{0,63})_\{?(\d{1,2})\}?")
 
 
@@ -712,6 +713,10 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     d = Decision(None, "undecided", pn, gn)
     if not pn:
         d.equal, d.rule = False, "empty"
+        return d
+    if (_SUBSCRIPTED_NUMBER.search(pred) and not (_BASE_NUMERAL.fullmatch(pn) and "unit" not in pf)
+            and not _SUBSCRIPTED_NUMBER.search(gold)):
+        d.equal, d.rule, d.detail = False, "base_numeral", "a number with a digit subscript that is no base numeral"
         return d
     if pf.get("unit_power", "1") != gf.get("unit_power", "1") and "unit" in pf and "unit" in gf:
         d.equal, d.rule, d.detail = False, "unit_power", "the units differ in power (cm^2 vs cm^4)"
