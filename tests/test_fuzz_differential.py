@@ -123,6 +123,12 @@ REGRESSIONS = [
     ("68000", "68000_10ing", "different", "a digit subscript that is no base numeral"),
     ("6r^2-4r-24", "6r^2-4r-24_9  ", "different", "math-verify drops the subscript 9"),
     ("\\frac{1}{16}", "\\frac{1}{16}_00\\", "different", "a fraction subscripted 00"),
+    # found by --pairs 100000 --seed 5
+    ("0", "0qI1:", "different", "letters glued to digits: not the product 0*q*I*1"),
+    ("0", "0is1is", "different", "same: sub-words between digits"),
+    ("\\frac{5}{13}", "\\frac{5}{13}x1\\", "different", "a dangling backslash: cut junk, math-verify read 5/13"),
+    ("255", "|={\u200b 1 }  255", "different", "1 and 255 side by side across a brace"),
+    ("78", "=)\\ab 9 (= 78", "different", "a bare line that opens with a closing bracket"),
 ]
 
 

@@ -664,7 +664,7 @@ def _decimal_comma(s: str, other: str) -> str:
     return s
 
 
-_JUXTAPOSED = re.compile(r"\d(?:\}|\\?%|\s*+!)*+(?:\s++\d|\s*+[|$:]++\s*+(?:\d|\\[dt]?frac|\\sqrt))")  # also "600|1|", "\frac{13}{18}$12", "\frac23:1"  # "1 11", "\frac{13}{6}  7"; "\frac{1} {2}" has a brace before its digit
+_JUXTAPOSED = re.compile(r"\d(?:\s*+\}|\\?%|\s*+!)*+(?:\s++\d|\s*+[|$:]++\s*+(?:\d|\\[dt]?frac|\\sqrt))")  # also "600|1|", "\frac{13}{18}$12", "\frac23:1"  # "1 11", "\frac{13}{6}  7"; "\frac{1} {2}" has a brace before its digit
 def _juxtaposed(s: str) -> bool:
     """Two numbers side by side, sub- and superscripts aside (``\\log_2 8`` is one value)."""
     return bool(_JUXTAPOSED.search(_SCRIPT.sub("@", s)))
@@ -690,6 +690,8 @@ def _words_and_values(s: str) -> bool:
 
 
 _DIGITS36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_GLUED_LETTERS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}\d")  # "0qI1", "0is1is"; "\log2" is a command
+_DANGLING_BACKSLASH = re.compile(r"(?<!\\)\\\s*$")  # "\frac{5}{13}x1\": cut junk, not LaTeX
 _SUBSCRIPTED_NUMBER = re.compile(r"[\d}]_\{?\d")  # "68000_10ing", "\frac{1}{16}_00": never the bare value
 _BASE_NUMERAL = re.compile(r"-?+(\d[0-9A-Z]{0,63})_\{?(\d{1,2})\}?")
 
@@ -713,6 +715,10 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     d = Decision(None, "undecided", pn, gn)
     if not pn:
         d.equal, d.rule = False, "empty"
+        return d
+    if (_GLUED_LETTERS.search(pred) or _DANGLING_BACKSLASH.search(pred)) and not (
+            _GLUED_LETTERS.search(gold) or _DANGLING_BACKSLASH.search(gold)):
+        d.equal, d.rule, d.detail = False, "junk", "letters glued to digits (0qI1) or a dangling backslash: no formula"
         return d
     if (_SUBSCRIPTED_NUMBER.search(pred) and not (_BASE_NUMERAL.fullmatch(pn) and "unit" not in pf)
             and not _SUBSCRIPTED_NUMBER.search(gold)):

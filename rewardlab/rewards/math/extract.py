@@ -459,7 +459,7 @@ def _is_junk(text: str) -> bool:
     if "\n" in text or not is_bare_answer(text):
         return False
     # brackets that never close, braces that do not pair, or an odd "$": "={$) 12 |: y = 2x + 3"
-    return (sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}")
+    return (sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}") or bool(re.match(r"[=\s]*[)\]}]", text))
             or text.count("{") != text.count("}") or text.replace("\\$", "").count("$") % 2 == 1)
 
 
