@@ -129,6 +129,8 @@ REGRESSIONS = [
     ("\\frac{5}{13}", "\\frac{5}{13}x1\\", "different", "a dangling backslash: cut junk, math-verify read 5/13"),
     ("255", "|={\u200b 1 }  255", "different", "1 and 255 side by side across a brace"),
     ("78", "=)\\ab 9 (= 78", "different", "a bare line that opens with a closing bracket"),
+    # found by --pairs 100000 --seed 6
+    ("86", "answer  :\u200b 7  = 86", "different", "'7 = 86' is a false equation, not a derivation ending in 86"),
 ]
 
 

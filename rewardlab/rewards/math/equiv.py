@@ -517,9 +517,11 @@ def _past_simple_lhs(s: str) -> str:
 def _false_chain(s: str) -> bool:
     """``:_Z = 3 = 2928``: a chain of equalities, not headed by a variable, with two different plain numbers
     in it is no derivation (junk, or a false claim)."""
-    if s.count("=") < 2:
+    if "=" not in s:
         return False
     parts = _top_level_split(s, "=") or []
+    if len(parts) == 2 and all(_PLAIN_NUMBER.fullmatch(p.strip()) and "%" not in p for p in parts):
+        return decimal(parts[0].strip()) != decimal(parts[1].strip())  # "7 = 86"
     if len(parts) < 3 or re.fullmatch(r"\s*+[A-Za-z](?:_\{?\w{1,8}\}?)?\s*+", parts[0]):
         return False  # "x = 5+5+1 = 7 = 11": a variable's derivation, compared by its last member
     nums = {decimal(p.strip()) for p in parts if _PLAIN_NUMBER.fullmatch(p.strip()) and "%" not in p}
