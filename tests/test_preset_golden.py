@@ -4,7 +4,11 @@
 commit d43feab (before ``policy_loss`` took the algorithm whole), on the tiny random model and the arith
 task through the real CLI (``tests/test_presets_cli.py``'s ``train_cli``), seed 0, one thread. A refactor
 that changes any algorithm's arithmetic, a default, or the order of the random streams fails here.
-Timing and memory metrics are not compared (they are not functions of the seed).
+The d43feab recording passed unchanged after the redesign (a93f144). It was recorded again at 1fd279a, with
+the algorithm code unchanged since a93f144, because the math reward's later fuzz fixes stopped paying one
+tiny-model completion at step 3 (a reward change, which moves every metric downstream of it): re-record
+with REWARDLAB_RECORD_GOLDEN=1 only for a change that is meant to move the numbers, and say so here.
+Timing and memory metrics are not compared (they are not functions of the seed), nor the reward's status counts.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from test_presets_cli import train_cli
 
 GOLDEN = Path(__file__).parent / "data" / "preset_metrics_golden.json"
 STEPS = 3
-_UNSEEDED = re.compile(r"time|_s$|/s$|per_s|throughput|mem|wall|cpu|elapsed|eta|rate_tok", re.IGNORECASE)
+_UNSEEDED = re.compile(r"time|_s$|/s$|per_s|throughput|mem|wall|cpu|elapsed|eta|rate_tok|/status/", re.IGNORECASE)
+# /status/: the reward's reasons for a 0 (no_answer, junk, negated, ...) are the math reward's diagnostics, renamed
+# as its extraction improves; the scores they come with are compared (reward/*, and everything downstream)
 
 
 def _seeded(rows: list[dict]) -> list[dict]:
@@ -51,7 +57,7 @@ def test_preset_metrics_equal_the_recorded_ones(algo, golden, tiny_model_dir, tm
         data[algo] = rows
         GOLDEN.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         return
-    want = golden[algo]
+    want = _seeded(golden[algo])
     assert len(rows) == len(want) == STEPS
     for step, (got, exp) in enumerate(zip(rows, want), 1):
         assert sorted(got) == sorted(exp), f"{algo} step {step}: metric names changed"
