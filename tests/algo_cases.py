@@ -22,19 +22,23 @@ TENSOR_ARGS = ("max_len", "ref_logp", "entropy", "is_weights", "select", "num_to
 """``policy_loss``'s keyword arguments besides the algorithm."""
 
 
+def _split(kw: dict[str, Any]) -> tuple[Algo, dict[str, Any]]:
+    """``kw`` as (the :func:`loss_algo` of its algorithm fields, the tensor arguments)."""
+    return (loss_algo(**{k: v for k, v in kw.items() if k not in TENSOR_ARGS}),
+            {k: v for k, v in kw.items() if k in TENSOR_ARGS})
+
+
 def loss_with(logp: Any, old_logp: Any, advantages: Any, mask: Any, **kw: Any) -> Any:
     """``policy_loss`` with the algorithm fields of ``kw`` folded into :func:`loss_algo` (for parametrised tests)."""
     from rewardlab import algos
 
-    fields = {k: v for k, v in kw.items() if k not in TENSOR_ARGS}
-    tensors = {k: v for k, v in kw.items() if k in TENSOR_ARGS}
-    return algos.policy_loss(logp, old_logp, advantages, mask, loss_algo(**fields), **tensors)
+    algo, tensors = _split(kw)
+    return algos.policy_loss(logp, old_logp, advantages, mask, algo, **tensors)
 
 
 def bypass_with(logp: Any, rollout_logp: Any, advantages: Any, mask: Any, c: Any, **kw: Any) -> Any:
     """``bypass_policy_loss`` with the algorithm fields of ``kw`` folded into :func:`loss_algo`."""
     from rewardlab import algos
 
-    fields = {k: v for k, v in kw.items() if k not in TENSOR_ARGS}
-    tensors = {k: v for k, v in kw.items() if k in TENSOR_ARGS}
-    return algos.bypass_policy_loss(logp, rollout_logp, advantages, mask, c, loss_algo(**fields), **tensors)
+    algo, tensors = _split(kw)
+    return algos.bypass_policy_loss(logp, rollout_logp, advantages, mask, c, algo, **tensors)

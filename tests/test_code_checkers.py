@@ -83,34 +83,13 @@ UNORDERED_LINES = [
 ]
 
 
-@pytest.mark.parametrize("actual,expected,ok,kw", EXACT)
-def test_exact(actual, expected, ok, kw):
-    assert compare_output(actual, expected, "exact", **kw)[0] is ok
+MODES = {"exact": EXACT, "whitespace": WHITESPACE, "tokens": TOKENS, "float": FLOAT,
+         "unordered_tokens": UNORDERED_TOKENS, "unordered_lines": UNORDERED_LINES}
 
 
-@pytest.mark.parametrize("actual,expected,ok,kw", WHITESPACE)
-def test_whitespace(actual, expected, ok, kw):
-    assert compare_output(actual, expected, "whitespace", **kw)[0] is ok
-
-
-@pytest.mark.parametrize("actual,expected,ok,kw", TOKENS)
-def test_tokens(actual, expected, ok, kw):
-    assert compare_output(actual, expected, "tokens", **kw)[0] is ok
-
-
-@pytest.mark.parametrize("actual,expected,ok,kw", FLOAT)
-def test_float(actual, expected, ok, kw):
-    assert compare_output(actual, expected, "float", **kw)[0] is ok
-
-
-@pytest.mark.parametrize("actual,expected,ok,kw", UNORDERED_TOKENS)
-def test_unordered_tokens(actual, expected, ok, kw):
-    assert compare_output(actual, expected, "unordered_tokens", **kw)[0] is ok
-
-
-@pytest.mark.parametrize("actual,expected,ok,kw", UNORDERED_LINES)
-def test_unordered_lines(actual, expected, ok, kw):
-    assert compare_output(actual, expected, "unordered_lines", **kw)[0] is ok
+@pytest.mark.parametrize("mode,actual,expected,ok,kw", [pytest.param(m, *r.values) for m, rows in MODES.items() for r in rows])
+def test_comparison_mode_verdicts(mode, actual, expected, ok, kw):
+    assert compare_output(actual, expected, mode, **kw)[0] is ok
 
 
 def test_reasons_name_the_difference():

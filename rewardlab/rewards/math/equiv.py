@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from rewardlab.rewards.math.bounded import decimal, parse_int, repeating
+from rewardlab.rewards.math.extract import ANSWER_WORDS
 from rewardlab.rewards.math.values import (
     Huge,
     Invalid,
@@ -676,7 +677,6 @@ _DOLLAR_BETWEEN = re.compile(r"\d\}*+\s*+\$\s*+\d")  # "\frac{13}{18}$12": norma
 _SCRIPT = re.compile(r"[\^_]\s*+(?:\{[^{}]*+\}|\S)")
 _ATOM = re.compile(r"\\[dt]?frac\s*+\{[^{}]*+\}\s*+\{[^{}]*+\}|\\sqrt\s*+(?:\[[^\]]*+\])?\{[^{}]*+\}|[\^_]\s*+(?:\{[^{}]*+\}|\S)")
 _ENVIRONMENT = re.compile(r"\\(?:begin|end|mathrm|operatorname|text|textbf|mathbf)\s*+\{[A-Za-z* ]*+\}")
-_ANSWER_WORDS_OK = {"and", "or", "of", "to", "pct", "percent", "percentage"}
 
 
 def _words_and_values(s: str) -> bool:
@@ -687,7 +687,7 @@ def _words_and_values(s: str) -> bool:
     if not re.search(r"[A-Za-z]{2}", s):
         return False
     t = _ATOM.sub(" 0 ", _ENVIRONMENT.sub(" ", s))
-    words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"\\[A-Za-z]+", " ", t))} - _ANSWER_WORDS_OK
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"\\[A-Za-z]+", " ", t))} - ANSWER_WORDS
     return bool(words) and len(set(re.findall(r"\d+(?:[.,]\d+)*", t))) >= 2
 
 

@@ -200,7 +200,8 @@ _HEDGE = re.compile(r"\b(?:or|either|between|maybe|possibly|perhaps)\b", re.IGNO
 _HEDGE_STRONG = re.compile(r"\b(?:either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
 _MATH_SEG = re.compile(r"\$\$(.{1,2000}?)\$\$|\$(.{1,2000}?)\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.DOTALL)
 _LEADING_WORDS = re.compile(r"^[A-Za-z][A-Za-z ]{0,40}:?\s*+(?=\$|\\\(|\\\[)")
-_BARE_OK_WORDS = {"and", "or", "pct", "percent", "percentage", "of", "to"}
+ANSWER_WORDS = {"and", "or", "pct", "percent", "percentage", "of", "to"}
+"""Words an answer may hold and still be one (``3 and 4``, ``5 percent``): not prose, and not junk around values."""
 _FILLER = re.compile(r"^(?:(?:simply|just|exactly|clearly|indeed|actually|obviously|basically|therefore|thus|then|now)\b[\s,:]*+)+",
                      re.IGNORECASE)
 # A result statement: an arithmetic expression of numbers, a result verb, and the number it comes to
@@ -269,7 +270,7 @@ def is_bare_answer(s: str) -> bool:
     """Whether ``s`` as a whole reads like an answer rather than prose (at most two plain words)."""
     if len(s) > 400:
         return False
-    words = [w for w in _words_outside_commands(s) if w not in _BARE_OK_WORDS]
+    words = [w for w in _words_outside_commands(s) if w not in ANSWER_WORDS]
     return len(words) <= 2
 
 
