@@ -131,6 +131,8 @@ REGRESSIONS = [
     ("78", "=)\\ab 9 (= 78", "different", "a bare line that opens with a closing bracket"),
     # found by --pairs 100000 --seed 6
     ("86", "answer  :\u200b 7  = 86", "different", "'7 = 86' is a false equation, not a derivation ending in 86"),
+    ("570", "!ab  answer 3 answer 570", "different", "two bare 'answer N' with different N: no single answer"),
+    ("11\\sqrt2", "answeranswer$11\\sqrt2qIis  ", "different", "'qIis' is sub-word junk, not a unit to drop"),
 ]
 
 

@@ -157,6 +157,17 @@ def _scaled(num: str, scale: int) -> str | None:
     return str(v.numerator) if v.denominator == 1 else None
 
 
+# A unit word's case: "miles", "Km", "KB", or an SI prefix and symbol ("kPa", "MeV", "mmHg"); a case change
+# inside a word otherwise ("qIis", "xZab") is a random model's sub-word junk, kept so that it is never dropped
+# as a unit of the right number.
+_SI_UNIT = re.compile(r"(?:da|[yzafpnumcdhkMGTPEZY])?(?:Pa|Hz|Wb|Wh|Gy|Sv|Bq|eV|Ah|Hg|dB|Np|[WVANJCTHSFLKB])s?")
+
+
+def _unit_like(word: str) -> bool:
+    """Whether ``word`` is cased as a unit is: no lower-to-upper change, or an SI prefix and symbol."""
+    return not re.search(r"[a-z][A-Z]", word) or bool(_SI_UNIT.fullmatch(word) or word in ("mmHg", "pH", "kWh", "mAh"))
+
+
 def normalize(ans: str) -> tuple[str, dict]:
     """Canonical text of an extracted answer, and flags (``percent``, ``text``)."""
     flags: dict = {}
@@ -189,7 +200,7 @@ def normalize(ans: str) -> tuple[str, dict]:
                 s = scaled
                 if words[1:]:
                     flags["unit"] = " ".join(words[1:])
-        elif not any(w in _KEEP_WORDS for w in words):
+        elif not any(w in _KEEP_WORDS for w in words) and all(map(_unit_like, re.findall(r"[A-Za-z]+", m.group(1)))):
             s = s[:m.start()].strip()
             flags["unit"] = " ".join(words)
             flags["unit_power"] = m.group(2) or "1"

@@ -414,9 +414,14 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
         return Extraction(stripped[:MAX_ANSWER_CHARS], "bare")
     if len(_PLAIN_WORD.findall(text[-4000:])) < MIN_PROSE_WORDS:  # "ab ANS: 0 (is 624": no prose, no bare answer
         return Extraction(None, "none", "no_answer")
+    if len({_digits_key(m.group(1)) for m in _ANSWER_THEN_NUMBER.finditer(stripped[-4000:])}) >= 2:
+        return Extraction(None, "none", "ambiguous")  # "!ab answer 3 answer 570": two answers, none chosen
     return _conclusion(stripped[-4000:], policy)
 
 
+# The word "answer" right before a number, without a phrase's verb ("answer 3", "answer: 570"); two of them
+# with different numbers in a marker-less text state no single answer.
+_ANSWER_THEN_NUMBER = re.compile(r"\banswers?+\s*+[:=]?\s*+(-?\d[\d.,]*+)", re.IGNORECASE)
 # Tokenizer artefacts in decoded text (byte-level BPE's Ġ/Ċ, SentencePiece's ▁, a broken UTF-8 byte, a
 # zero-width space): a marker-less text holding one and several numbers is a random model's junk, whose
 # last number is no answer.
