@@ -18,7 +18,7 @@ from transformers import GenerationConfig
 
 from rewardlab.models import load_model
 from rewardlab.rollout import HFEngine, SamplingParams, format_prompt
-from rewardlab.rollout import hf as hf_module
+from rewardlab.rollout import decode as decode_module
 from rewardlab.train.logprobs import pad_batch, token_logprobs
 
 PROMPTS = [
@@ -193,7 +193,7 @@ def test_ended_rows_leave_the_batch(early):
 
 def test_without_preallocation_same_tokens(tiny, early, monkeypatch):
     """The fallback (``reorder_cache`` on the model's own cache, for caches the buffers do not cover)."""
-    real = hf_module._preallocate
+    real = decode_module.preallocate
     used = []
 
     def spy(*args):
@@ -201,9 +201,9 @@ def test_without_preallocation_same_tokens(tiny, early, monkeypatch):
         return used[-1]
 
     for model, tok in (tiny, early):
-        monkeypatch.setattr(hf_module, "_preallocate", spy)
+        monkeypatch.setattr(decode_module, "preallocate", spy)
         a = HFEngine(model, tok, batch_size=8).generate(_texts(tok), 4, SAMPLINGS["t1"])
-        monkeypatch.setattr(hf_module, "_preallocate", lambda *args: False)
+        monkeypatch.setattr(decode_module, "preallocate", lambda *args: False)
         b = HFEngine(model, tok, batch_size=8).generate(_texts(tok), 4, SAMPLINGS["t1"])
         _same(a, b)
     assert used and all(used)  # this transformers' Qwen2 cache is preallocated, so both paths ran

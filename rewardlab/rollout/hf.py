@@ -33,13 +33,15 @@ package (the CLI, ``rewardlab eval --compare``) never pays for them.
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
+from rewardlab.rollout.decode import can_share, decode, inference_mode, prefill, seeded, shared_stream
+from rewardlab.rollout.decode import eos_ids as find_eos_ids
+from rewardlab.rollout.decode import warpers as decode_warpers
 
 
 class _SampledLogprobs:
@@ -82,64 +84,6 @@ class _SampledLogprobs:
         if T == 0:
             return [[] for _ in range(B)]
         return torch.stack(steps, dim=1).tolist()  # (B, T)
-
-
-def _warpers(sampling: SamplingParams) -> list:
-    """HF's temperature / top-k / top-p warpers for ``sampling``, in the order ``generate`` applies them."""
-    from transformers.generation.logits_process import (  # lazy: see the module docstring
-        TemperatureLogitsWarper,
-        TopKLogitsWarper,
-        TopPLogitsWarper,
-    )
-
-    out: list = []
-    if sampling.temperature != 1.0:
-        out.append(TemperatureLogitsWarper(float(sampling.temperature)))
-    if sampling.top_k != 0:
-        out.append(TopKLogitsWarper(top_k=sampling.top_k, min_tokens_to_keep=1))
-    if sampling.top_p < 1.0:
-        out.append(TopPLogitsWarper(top_p=sampling.top_p, min_tokens_to_keep=1))
-    return out
-
-
-def _eos_ids(model, tokenizer) -> list[int]:
-    ids: list[int] = []
-    if tokenizer.eos_token_id is not None:
-        ids.append(int(tokenizer.eos_token_id))
-    gen = getattr(model, "generation_config", None)
-    extra = getattr(gen, "eos_token_id", None) if gen is not None else None
-    for i in extra if isinstance(extra, (list, tuple)) else ([] if extra is None else [extra]):
-        if int(i) not in ids:
-            ids.append(int(i))
-    return ids
-
-
-@contextlib.contextmanager
-def _seeded(seed: int | None, device):
-    """Seed torch for the block and restore the previous RNG state afterwards (no-op for None)."""
-    import torch  # lazy: see the module docstring
-
-    if seed is None:
-        yield
-        return
-    devices = [device] if getattr(device, "type", "cpu") == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
-
-
-@contextlib.contextmanager
-def _inference_mode(model):
-    """model.eval() + no_grad for the block; the previous training flag is restored."""
-    import torch  # lazy: see the module docstring
-
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
 
 
 @contextlib.contextmanager
@@ -215,7 +159,7 @@ class HFEngine:
             return []
         model, tok = self.model, self.tokenizer
         device = next(model.parameters()).device
-        eos_ids = _eos_ids(model, tok)
+        eos_ids = find_eos_ids(model, tok)
         gen_kwargs: dict[str, Any] = dict(
             max_new_tokens=sampling.max_new_tokens,
             eos_token_id=eos_ids or None,
@@ -226,7 +170,7 @@ class HFEngine:
         if sampling.temperature > 0 and self.record_logprobs:
             # The caller's processors run before the config's warpers, so the warpers are passed in
             # the processor list instead, ahead of the recorder (see the module docstring).
-            warpers = _warpers(sampling)
+            warpers = decode_warpers(sampling)
             gen_kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
         elif sampling.temperature > 0:
             gen_kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
@@ -235,9 +179,7 @@ class HFEngine:
         if sampling.stop:
             gen_kwargs["stop_strings"] = list(sampling.stop)
         gen_config = GenerationConfig(**gen_kwargs)
-        shared = self.shared_prefix and n > 1 and _can_share(model)
-        if shared and sampling.temperature > 0:
-            warpers = _warpers(sampling)  # the engine's own loop applies them, recording or not
+        shared = self.shared_prefix and n > 1 and can_share(model)
         stop_criteria = None
         if shared and sampling.stop:
             from transformers.generation.stopping_criteria import StopStringCriteria  # lazy: see the module docstring
@@ -249,11 +191,11 @@ class HFEngine:
         results: list[Completion] = []
         generated = 0
         t0 = time.perf_counter()
-        with _inference_mode(model), _seeded(sampling.seed, device), _only(model, gen_config):
+        with inference_mode(model), seeded(sampling.seed, device), _only(model, gen_config):
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 if shared:
-                    rows_ids, row_lps = self._decode_shared(chunk, encoded, sampling, warpers, eos_ids, stop_criteria)
+                    rows_ids, row_lps = self._decode_shared(chunk, encoded, sampling, eos_ids, stop_criteria)
                 else:
                     batch = tok.pad({"input_ids": [encoded[i] for i in chunk]}, padding=True, return_tensors="pt")
                     input_ids = batch["input_ids"].to(device)  # (B, P) left-padded
@@ -282,94 +224,44 @@ class HFEngine:
         }
         return results
 
-    def _decode_shared(self, chunk: list[int], encoded: list[list[int]], sampling: SamplingParams, warpers: list,
-                       eos_ids: list[int], stop_criteria: Any) -> tuple[list[list[int]], list]:
+    def _decode_shared(self, chunk: list[int], encoded: list[list[int]], sampling: SamplingParams,
+                       eos: list[int], stop_criteria: Any) -> tuple[list[list[int]], list]:
         """Decode one chunk of rows (their prompt indices, prompt-major) on one prefill of its distinct prompts.
 
         Returns each row's generated ids laid out as ``generate`` returns them (``pad`` after a row's
         end, every row as long as the longest) and each row's log-probs (None when not recording).
 
-        Step for step this is ``generate``'s ``_sample``: the distinct prompts (U rows, left-padded)
-        go through the model once, and their last logits and KV cache are copied to the B rows of
-        their prompt (under causal attention a prompt's keys and values do not depend on what follows
-        it); the same warpers shape each step's scores; the token is drawn as ``torch.multinomial``
-        draws it (one Exp(1) tensor of shape (B, V) per step, ``argmax(probs / q)``: the same RNG
-        stream for a seed); rows that ended are fed ``pad``; the loop stops when every row has hit
-        EOS or a stop string, or at ``max_new_tokens``. Two things ``generate`` does not do, neither
-        of which changes a row's numbers: the cache is preallocated for ``max_new_tokens`` and written
-        in place (no per-step concatenation; see :func:`_preallocate`), and once a quarter of the
-        rows in the batch have ended they leave it (cache rows ``index_select``-ed away), so they stop
-        costing forward passes; the Exp(1) draw stays (B, V), the ended rows' part unused, so the
-        stream and every live row's token are unchanged.
+        Step for step this is ``generate``'s ``_sample`` (:func:`rewardlab.rollout.decode.decode`): the
+        distinct prompts (U rows) are prefilled once and their last logits and KV cache copied to the B
+        rows of their prompt; the same warpers shape each step's scores; the token is drawn as
+        ``torch.multinomial`` draws it (one Exp(1) tensor of shape (B, V) per step: the same RNG stream
+        for a seed); rows that ended are fed ``pad``; the loop stops when every row has hit EOS or a
+        stop string, or at ``max_new_tokens``. Two things ``generate`` does not do, neither of which
+        changes a row's numbers: the cache is preallocated and written in place, and once a quarter of
+        the rows in the batch have ended they leave it; the Exp(1) draw stays (B, V), the ended rows'
+        part unused, so the stream and every live row's token are unchanged.
         """
         import torch  # lazy: see the module docstring
 
-        model, tok = self.model, self.tokenizer
-        device = next(model.parameters()).device
         uniq = list(dict.fromkeys(chunk))
         slot = {p: u for u, p in enumerate(uniq)}
-        rows = torch.tensor([slot[p] for p in chunk], device=device)  # (B,) row -> its distinct prompt
-        batch = tok.pad({"input_ids": [encoded[p] for p in uniq]}, padding=True, return_tensors="pt")
-        pids = batch["input_ids"].to(device)  # (U, P) left-padded
-        pmask = batch["attention_mask"].to(device)  # (U, P)
-        pos = (pmask.cumsum(-1) - 1).masked_fill(pmask == 0, 0)  # (U, P), as generate builds them
-        key, prefill_kw = _forward_kwargs(model)
-        out = model(input_ids=pids, attention_mask=pmask, position_ids=pos, use_cache=True, **prefill_kw)
-        cache = _output_cache(out)
-        logits = out.logits[:, -1, :].float()[rows]  # (B, V): predicts each row's first token
-        del out
-        T = sampling.max_new_tokens
-        if not _preallocate(cache, rows, T):  # (U, ...) -> (B, ...): every row gets its prompt's keys / values
-            cache.reorder_cache(rows)
-        can_drop = hasattr(cache, "batch_select_indices")
-        B, V = logits.shape
-        mask = pmask[rows]  # (A, P + t) attention mask of the rows in the batch
-        next_pos = pos[rows, -1] + 1  # (A,) position of the token fed next (left padding: the last one is real)
-        seq = pids[rows] if stop_criteria is not None else None  # (A, P + t): what the stop-string check reads
-        pad = int(tok.pad_token_id)
+        pad, T, B = int(self.tokenizer.pad_token_id), sampling.max_new_tokens, len(chunk)
+        start = prefill(self.model, [encoded[p] for p in uniq], [slot[p] for p in chunk], pad_id=pad, room=T)
+        device = start.logits.device
         gen = torch.full((B, T), pad, dtype=torch.long, device=device)  # (B, T)
-        record = self.record_logprobs
-        lps = torch.zeros((B, T), dtype=torch.float32, device=device) if record else None  # (B, T)
-        eos = torch.tensor(eos_ids or [-1], device=device)
-        active = torch.arange(B, device=device)  # (A,) batch row -> chunk row
-        alive = torch.ones(B, dtype=torch.bool, device=device)  # (A,) not ended yet
-        greedy = sampling.temperature <= 0
-        steps = 0
-        for t in range(T):
-            scores = logits  # (A, V)
-            if greedy:
-                token = scores.argmax(-1)  # (A,)
-            else:
-                for warper in warpers:  # temperature / top-k / top-p read the scores only
-                    scores = warper(seq, scores)
-                probs = torch.softmax(scores, dim=-1)  # (A, V)
-                q = torch.empty((B, V), dtype=probs.dtype, device=device).exponential_(1)  # multinomial's draw
-                token = (probs / (q if q.shape[0] == probs.shape[0] else q[active])).argmax(-1)  # (A,)
-            if record:
-                lps[active, t] = scores.gather(-1, token[:, None]).squeeze(-1) - torch.logsumexp(scores, dim=-1)
-            token = token.masked_fill(~alive, pad)  # (A,) ended rows continue with pad, as in generate
+        lps = torch.zeros((B, T), dtype=torch.float32, device=device) if self.record_logprobs else None  # (B, T)
+        eos_t = torch.tensor(eos or [-1], device=device)
+
+        def on_step(t: int, active: Any, token: Any, lp: Any, seq: Any, scores: Any) -> Any:
+            if lps is not None:
+                lps[active, t] = lp
             gen[active, t] = token
-            steps = t + 1
-            ended = torch.isin(token, eos)
-            if seq is not None:
-                seq = torch.cat([seq, token[:, None]], dim=1)
-                ended |= stop_criteria(seq, scores).to(device)
-            alive &= ~ended
-            if t == T - 1 or not bool(alive.any()):
-                break
-            if can_drop and int((~alive).sum()) >= max(1, alive.shape[0] // _DROP_FRACTION):
-                keep = alive.nonzero().squeeze(1)  # (A',) rows that carry on
-                cache.batch_select_indices(keep)
-                mask, next_pos, active, alive, token = mask[keep], next_pos[keep], active[keep], alive[keep], token[keep]
-                if seq is not None:
-                    seq = seq[keep]
-            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
-            out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None], use_cache=True,
-                        **{key: cache})
-            logits = out.logits[:, -1, :].float()  # (A, V)
-            del out
-            next_pos = next_pos + 1
-        return gen[:, :steps].tolist(), (lps[:, :steps].tolist() if record else [None] * B)
+            ended = torch.isin(token, eos_t)  # (A,)
+            return ended | stop_criteria(seq, scores).to(device) if stop_criteria is not None else ended
+
+        steps = decode(self.model, start, T, sampling=sampling, pick=shared_stream(B), on_step=on_step, pad_id=pad,
+                       record=lps is not None, track_ids=stop_criteria is not None)
+        return gen[:, :steps].tolist(), (lps[:, :steps].tolist() if lps is not None else [None] * B)
 
     def _finish(
         self,
@@ -402,117 +294,6 @@ class HFEngine:
             if any(s in decode(ids[:k]) for s in stop):
                 return k
         return None
-
-
-def _can_share(model) -> bool:
-    """Whether the shared-prefix loop can drive ``model``: a decoder-only forward taking the mask,
-    position ids and a KV cache."""
-    import inspect
-
-    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
-        return False
-    params = inspect.signature(model.forward).parameters
-    return {"attention_mask", "position_ids", "use_cache"} <= set(params) and (
-        "cache" in params or "past_key_values" in params
-    )
-
-
-def _forward_kwargs(model) -> tuple[str, dict]:
-    """The KV-cache argument's name (``cache`` in transformers 5, else ``past_key_values``) and the
-    prefill's ``logits_to_keep=1`` where the forward takes it."""
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    key = "cache" if "cache" in params else "past_key_values"
-    return key, ({"logits_to_keep": 1} if "logits_to_keep" in params else {})
-
-
-_DROP_FRACTION = 4
-"""Ended rows leave the shared-prefix batch once they are a quarter of it. Each compaction copies the
-cache, so dropping them one at a time costs more: on a hidden-768 model whose rows end early, 3.16 s
-dropping at every ended row, 2.81 at a quarter (2.77 at an eighth, 2.93 at a half), 4.62 never."""
-
-
-@functools.cache
-def _buffer_layer_class():
-    """A ``DynamicLayer`` whose keys / values are views of a buffer with room for the whole decode."""
-    from transformers.cache_utils import DynamicLayer  # lazy: see the module docstring
-
-    class BufferLayer(DynamicLayer):
-        def __init__(self, layer: Any, rows: Any, extra: int):
-            super().__init__()
-            k, v = layer.keys, layer.values  # (U, H, n, D)
-            n = k.shape[-2]
-            self.kbuf = k.new_empty((len(rows), *k.shape[1:-2], n + extra, k.shape[-1]))  # (B, H, n + extra, D)
-            self.vbuf = v.new_empty((len(rows), *v.shape[1:-2], n + extra, v.shape[-1]))
-            self.kbuf[..., :n, :] = k[rows]
-            self.vbuf[..., :n, :] = v[rows]
-            self.n = n
-            self.device = k.device
-            self.is_initialized = True
-            self._views()
-
-        def _views(self) -> None:
-            self.keys = self.kbuf[..., : self.n, :]
-            self.values = self.vbuf[..., : self.n, :]
-
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            m = key_states.shape[-2]
-            if self.n + m > self.kbuf.shape[-2]:
-                raise RewardlabError("shared-prefix decoding ran past its preallocated KV cache")
-            self.kbuf[..., self.n : self.n + m, :] = key_states
-            self.vbuf[..., self.n : self.n + m, :] = value_states
-            self.n += m
-            self._views()
-            return self.keys, self.values
-
-        def batch_select_indices(self, indices: Any) -> None:
-            self.kbuf, self.vbuf = self.kbuf[indices], self.vbuf[indices]
-            self._views()
-
-        def reorder_cache(self, beam_idx: Any) -> None:
-            self.batch_select_indices(beam_idx)
-
-        def batch_repeat_interleave(self, repeats: int) -> None:
-            self.kbuf = self.kbuf.repeat_interleave(repeats, dim=0)
-            self.vbuf = self.vbuf.repeat_interleave(repeats, dim=0)
-            self._views()
-
-    return BufferLayer
-
-
-def _preallocate(cache: Any, rows: Any, extra: int) -> bool:
-    """Expand ``cache`` (U rows) to ``rows`` (B,) into buffers with room for ``extra`` more tokens.
-
-    ``DynamicLayer.update`` concatenates every step (copying the whole cache); the buffered layers
-    write in place and hand attention views of the filled part, so attention still reads only the
-    real length (unlike ``StaticCache``, which attends over the full preallocated length). Only for a
-    cache made entirely of plain full-attention ``DynamicLayer`` (transformers >= 4.56); returns False
-    (nothing done) otherwise, and the caller expands the cache with ``reorder_cache``.
-    """
-    try:
-        from transformers.cache_utils import DynamicLayer  # lazy: see the module docstring
-    except ImportError:  # transformers < 4.56: no cache layers
-        return False
-    layers = getattr(cache, "layers", None)
-    if not layers or any(type(layer) is not DynamicLayer or not layer.is_initialized for layer in layers):
-        return False
-    if getattr(cache, "offloading", False):
-        return False
-    cls = _buffer_layer_class()
-    for i, layer in enumerate(layers):
-        layers[i] = cls(layer, rows, extra)
-    return True
-
-
-def _output_cache(out):
-    cache = getattr(out, "cache", None)
-    if cache is None:
-        cache = getattr(out, "past_key_values", None)
-    if cache is None or not hasattr(cache, "reorder_cache"):
-        raise RewardlabError("shared-prefix generation needs the model to return a transformers Cache; "
-                             "use HFEngine(..., shared_prefix=False)")
-    return cache
 
 
 __all__ = ["HFEngine"]

@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
-from rewardlab.rollout.hf import _eos_ids, _inference_mode, _seeded, _warpers
+from rewardlab.rollout.decode import decode, eos_ids, inference_mode, prefill, row_streams, seeded
 
 _BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)\n?```", re.DOTALL)
 """A closed python block: the opening fence (``python`` or ``py`` tag, end of line), the code, the closing fence."""
@@ -195,7 +195,7 @@ def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int
     ``Trajectory.answer`` is the second attempt; ``turns[0]`` holds ``feedback`` and its token span
     (``observation``). Same sampling, budgets and token-exactness as :func:`rollout_with_tools`."""
     limits = _Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, 1, 0.0, 0)
-    eos = set(_eos_ids(model, tokenizer))
+    eos = set(eos_ids(model, tokenizer))
 
     def feedback(live: list[Trajectory]) -> None:
         first = [t for t in live if len(t.turns) == 1 and len(t.token_ids) < limits.total
@@ -264,8 +264,8 @@ def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingP
             import torch  # lazy: see the module docstring
 
             device = next(model.parameters()).device
-            stack.enter_context(_inference_mode(model))
-            stack.enter_context(_seeded(sampling.seed, device))
+            stack.enter_context(inference_mode(model))
+            stack.enter_context(seeded(sampling.seed, device))
             base = int(torch.randint(0, 2**62, (1,)))  # from the seed (or the global stream when seed is None)
             rngs = {id(t): torch.Generator(device=device).manual_seed((base + 1_000_003 * k) % 2**63)
                     for k, t in enumerate(trajs)}
@@ -378,97 +378,58 @@ class _Limits:
 
 def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, device,
           rngs: dict[int, Any], *, tools: bool = True) -> None:
-    """Sample one model turn for every trajectory of ``chunk``, decoded together.
+    """Sample one model turn for every trajectory of ``chunk``, decoded together
+    (:func:`rewardlab.rollout.decode.decode`).
 
     The context (prompt + every token so far, as ids) is prefilled once, left-padded, with position
-    ids counting real tokens; then rows decode in lockstep on a KV cache, each until EOS, a closed
-    python block (``tools``), or a budget, and rows that ended leave the batch. Sets each trajectory's new turn
-    (and ``finish_reason`` when it ended for good)."""
+    ids counting real tokens (rows with the same context, a group's first turn, share one prefill);
+    then rows decode in lockstep on a KV cache, each until EOS, a closed python block (``tools``), or
+    a budget, and rows that ended leave the batch at once. Each row draws from its own generator.
+    Sets each trajectory's new turn (and ``finish_reason`` when it ended for good)."""
     import torch  # lazy: see the module docstring
 
-    from rewardlab.rollout.hf import _forward_kwargs, _output_cache, _preallocate
-
-    eos = set(_eos_ids(model, tok))
-    greedy = sampling.temperature <= 0  # greedy: the argmax of the raw logits, its log-prob under them
-    warpers = [] if greedy else _warpers(sampling)
+    eos = set(eos_ids(model, tok))
     starts, caps = _open_turns(chunk, lim)
-    rows = [i for i, c in enumerate(caps) if c > 0]
+    rows = [i for i, c in enumerate(caps) if c > 0]  # decode row -> chunk index
     if not rows:
         return
     ctx = [chunk[i].prompt_ids + chunk[i].token_ids for i in rows]
-    slot: dict[tuple[int, ...], int] = {}  # rows with the same context (a group's first turn) share one prefill
+    slot: dict[tuple[int, ...], int] = {}  # rows with the same context share one prefill
     for c in ctx:
         slot.setdefault(tuple(c), len(slot))
-    same = torch.tensor([slot[tuple(c)] for c in ctx], device=device)  # (A,) row -> its distinct context
-    ctx = [list(c) for c in slot]
-    L = max(len(c) for c in ctx)
     pad = int(tok.pad_token_id if tok.pad_token_id is not None else 0)
-    ids = torch.full((len(ctx), L), pad, dtype=torch.long)  # (U, L) left-padded distinct contexts
-    mask = torch.zeros((len(ctx), L), dtype=torch.long)  # (U, L)
-    for r, c in enumerate(ctx):
-        ids[r, L - len(c):] = torch.tensor(c)
-        mask[r, L - len(c):] = 1
-    ids, mask = ids.to(device), mask.to(device)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (U, L)
-    key, prefill_kw = _forward_kwargs(model)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **prefill_kw)
-    cache = _output_cache(out)
-    logits = out.logits[:, -1, :].float()[same]  # (A, V)
-    del out
     T = max(caps[i] for i in rows)
-    if not _preallocate(cache, same, T):  # (U, ...) -> (A, ...): every row gets its context's keys / values
-        cache.reorder_cache(same)
-    mask = mask[same]  # (A, L)
-    can_drop = hasattr(cache, "batch_select_indices")
-    next_pos = pos[same, -1] + 1  # (A,)
-    active = list(rows)  # batch row -> chunk index
-    dummy = ids[same, -1:]  # (A, 1) warpers take input_ids but read the scores only
-    while True:
-        scores = logits  # (A, V)
-        if greedy:
-            token = scores.argmax(-1)  # (A,)
-        else:
-            for w in warpers:
-                scores = w(dummy[: scores.shape[0]], scores)
-            probs = torch.softmax(scores, dim=-1)  # (A, V)
-            q = torch.stack([torch.empty_like(probs[0]).exponential_(1, generator=rngs[id(chunk[i])]) for i in active])
-            token = (probs / q).argmax(-1)  # (A,) a multinomial draw (exponential race), one stream per row
-        lp = (scores.gather(-1, token[:, None]).squeeze(-1) - torch.logsumexp(scores, dim=-1)).tolist()  # (A,)
-        keep = []
-        for r, (i, tid) in enumerate(zip(active, token.tolist())):
-            t = chunk[i]
-            t.token_ids.append(tid)
-            t.loss_mask.append(1)
-            t.logprobs.append(lp[r])
-            turn = t.turns[-1]
-            turn["sampled"][1] = len(t.token_ids)
-            if tid in eos:
-                t.finish_reason = "stop"
-                continue
-            if tools and "`" in tok.decode([tid]):  # a closing fence needs a backtick in the token that completes it
-                code = extract_code(tok.decode(t.token_ids[starts[i]:], skip_special_tokens=True))
-                if code is not None:
-                    turn["code"] = code
-                    continue
-            if len(t.token_ids) - starts[i] >= caps[i]:
-                t.finish_reason = "length"
-                continue
-            keep.append(r)
-        if not keep:
-            break
-        if len(keep) < len(active):
-            if not can_drop:  # a cache without row selection: keep every row, ignore the ended ones
-                raise RewardlabError("multi-turn rollouts need a KV cache with batch_select_indices")
-            sel = torch.tensor(keep, device=device)
-            cache.batch_select_indices(sel)
-            mask, next_pos, token = mask[sel], next_pos[sel], token[sel]
-            active = [active[r] for r in keep]
-        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
-        out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos[:, None], use_cache=True,
-                    **{key: cache})
-        logits = out.logits[:, -1, :].float()  # (A, V)
-        del out
-        next_pos = next_pos + 1
+    start = prefill(model, [list(c) for c in slot], [slot[tuple(c)] for c in ctx], pad_id=pad, room=T)
+
+    def on_step(t: int, active: Any, token: Any, lp: Any, seq: Any, scores: Any) -> Any:
+        ended = []
+        for r, tid, logp in zip(active.tolist(), token.tolist(), lp.tolist()):
+            ended.append(_take(tok, chunk[rows[r]], tid, logp, starts[rows[r]], caps[rows[r]], eos, tools))
+        return torch.tensor(ended, dtype=torch.bool, device=token.device)  # (A,)
+
+    decode(model, start, T, sampling=sampling, pick=row_streams([rngs[id(chunk[i])] for i in rows]),
+           on_step=on_step, pad_id=pad, drop_share=0.0)
+
+
+def _take(tok, t: Trajectory, tid: int, logp: float, start: int, cap: int, eos: set[int], tools: bool) -> bool:
+    """Append one sampled token to ``t``'s open turn; whether the turn ended with it (EOS, a tool call, its budget)."""
+    t.token_ids.append(tid)
+    t.loss_mask.append(1)
+    t.logprobs.append(logp)
+    turn = t.turns[-1]
+    turn["sampled"][1] = len(t.token_ids)
+    if tid in eos:
+        t.finish_reason = "stop"
+        return True
+    if tools and "`" in tok.decode([tid]):  # a closing fence needs a backtick in the token that completes it
+        code = extract_code(tok.decode(t.token_ids[start:], skip_special_tokens=True))
+        if code is not None:
+            turn["code"] = code
+            return True
+    if len(t.token_ids) - start >= cap:
+        t.finish_reason = "length"
+        return True
+    return False
 
 
 def _engine_turn(engine, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, seeds: dict[int, Any],
