@@ -1,7 +1,10 @@
 """PNG plots of a training run: reward, response length, clip fraction and KL against step.
 
 Reads ``<run>/metrics.jsonl`` and writes ``<run>/plots/*.png`` (one file per panel plus
-``summary.png`` with all four). Called at the end of ``rewardlab train`` and on demand::
+``summary.png`` with all four). A run trained with ``--eval-every`` also gets ``reward_eval.png``:
+the training reward (left axis) and each held-out ``eval/<bench>/accuracy`` (right axis, 0-1) on
+one chart, so a reward that rises while accuracy falls is seen at once. Called at the end of
+``rewardlab train`` and on demand::
 
     rewardlab plot runs/gspo-arith
 """
@@ -32,6 +35,38 @@ def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float
             xs.append(int(r["step"]))
             ys.append(float(v))
     return xs, ys
+
+
+def eval_benchmarks(rows: list[dict[str, Any]]) -> list[str]:
+    """The benchmarks with an ``eval/<bench>/accuracy`` in ``rows``, in first-seen order."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            if k.startswith("eval/") and k.endswith("/accuracy"):
+                seen.setdefault(k[len("eval/") : -len("/accuracy")], None)
+    return list(seen)
+
+
+def draw_reward_eval(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """``reward/mean`` on ``ax`` and every benchmark's eval accuracy (clean accuracy dashed) on a twin axis."""
+    xs, ys = _series(rows, "reward/mean")
+    lines = ax.plot(xs, ys, color="tab:blue", marker="o", markersize=2.5, linewidth=1.2, label="reward/mean (train)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward/mean")
+    ax.grid(alpha=0.3)
+    acc = ax.twinx()
+    colors = ["tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown", "tab:olive"]
+    for i, bench in enumerate(eval_benchmarks(rows)):
+        color = colors[i % len(colors)]
+        xs, ys = _series(rows, f"eval/{bench}/accuracy")
+        lines += acc.plot(xs, ys, color=color, marker="s", markersize=3.5, linewidth=1.5, label=f"eval/{bench}/accuracy")
+        xs, ys = _series(rows, f"eval/{bench}/accuracy_clean")
+        if xs:
+            lines += acc.plot(xs, ys, color=color, linestyle="--", linewidth=1.0, label=f"eval/{bench}/accuracy_clean")
+    acc.set_ylim(-0.02, 1.02)
+    acc.set_ylabel("held-out accuracy")
+    ax.set_title("Training reward and held-out accuracy")
+    ax.legend(lines, [ln.get_label() for ln in lines], fontsize=7, loc="best")
 
 
 def plot_run(run_dir: str | os.PathLike) -> list[Path]:
@@ -90,7 +125,15 @@ def plot_run(run_dir: str | os.PathLike) -> list[Path]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     written.append(path)
+    if eval_benchmarks(rows):  # --eval-every: reward and held-out accuracy on one chart
+        fig, ax = plt.subplots(figsize=(6.5, 3.8))
+        draw_reward_eval(ax, rows)
+        fig.tight_layout()
+        path = out / "reward_eval.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
     return written
 
 
-__all__ = ["PANELS", "plot_run"]
+__all__ = ["PANELS", "draw_reward_eval", "eval_benchmarks", "plot_run"]

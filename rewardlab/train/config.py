@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from rewardlab import algos
+from rewardlab import algos, tasks
 from rewardlab.algos import ALGOS, Algo
 from rewardlab.errors import RewardlabError
 from rewardlab.models import check_model, resolve_device
@@ -74,6 +74,28 @@ class _Settings:
     """Per-completion grading deadline in seconds (a timeout scores as a failure, never a hang)."""
     reward_workers: int | None = None
     """Reward worker processes (None = the pool's default)."""
+
+    # --- judge (--reward judge: an LLM grades every answer; --reward hybrid: only what --judge-rule cannot) ---
+    judge_url: str | None = None
+    """--reward judge/hybrid: the judge server's OpenAI-compatible base URL (vllm serve, SGLang, an API), e.g. http://127.0.0.1:8000/v1."""
+    judge_model: str | None = None
+    """--reward judge/hybrid: the judge model's name on that server (the API key comes from $OPENAI_API_KEY)."""
+    judge_rule: str = "math"
+    """--reward hybrid: the rule reward that decides first (name or dotted path); the judge gets its too_complex/timeout/error/bad_gold items."""
+    judge_system: str | None = None
+    """Judge: a file holding the system prompt, the rubric (None = the built-in strict grader); it must ask for the two-line verdict."""
+    judge_template: str | None = None
+    """Judge: a file holding the user prompt, a template over {question}, {reference} and {answer} (None = the built-in blocks)."""
+    judge_extract: str = "math"
+    """Judge: the answer it is shown: math (boxed, ####, 'the answer is'), text (those, else the last paragraph), or a dotted fn(completion)."""
+    judge_deadline: float = 30.0
+    """Judge: wall seconds per answer for all its attempts and retries (then judge_timeout; a dead server is judge_error sooner)."""
+    judge_concurrency: int = 8
+    """Judge: requests in flight at once; the reward threads (--reward-workers, default min(8, CPUs)) bound it too."""
+    judge_cache: str | None = None
+    """Judge: an sqlite file of verdicts shared by runs and processes (None = in memory, this run only)."""
+    judge_failure_score: float = 0.0
+    """Judge: the score of judge_timeout, judge_error and judge_unparsed answers (counted as judge/status/... in metrics)."""
 
     # --- batch sizes ---
     steps: int = 20
@@ -198,7 +220,20 @@ class _Settings:
     eval_before_after: str | None = None
     """Comma-separated eval suite run before and after training (e.g. gsm8k,math500)."""
     eval_limit: int | None = 50
-    """Problems per benchmark for --eval-before-after."""
+    """Problems per benchmark for --eval-before-after and --eval-every (None = all)."""
+    eval_every: int = 0
+    """Evaluate the live policy on --eval-suite every N steps, before the first and after the last (0 = off)."""
+    eval_suite: str | None = None
+    """--eval-every: comma-separated held-out benchmarks (task names: gsm8k, math500, math, arith, ..., or a .jsonl
+    file), their test split, graded by each one's own reward; logged as eval/<bench>/accuracy in metrics.jsonl."""
+    eval_samples: int = 1
+    """--eval-every: completions per problem (accuracy is their mean; more than 1 also logs pass@n)."""
+    eval_temperature: float = 0.0
+    """--eval-every: sampling temperature (0 = greedy; above 0 the same seed at every eval)."""
+    eval_max_new_tokens: int | None = None
+    """--eval-every: token budget per eval completion (None = --max-new-tokens)."""
+    eval_ngram: int = 13
+    """--eval-every: n of the start-up overlap check (eval problems sharing a word n-gram with a training question)."""
 
 
 def _attribute_docs(cls: type) -> dict[str, str]:
@@ -416,11 +451,31 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError(
             f"--overlong-cache must be between 1 and max_new_tokens-1 ({cfg.max_new_tokens - 1}), got {cfg.overlong_cache}"
         )
+    if cfg.eval_every < 0 or cfg.eval_samples < 1 or cfg.eval_temperature < 0 or cfg.eval_ngram < 1 or (
+            cfg.eval_max_new_tokens is not None and cfg.eval_max_new_tokens < 1):
+        raise RewardlabError("--eval-every must be >= 0, --eval-samples, --eval-ngram and --eval-max-new-tokens >= 1, "
+                             "--eval-temperature >= 0")
+    if cfg.eval_every and not eval_suite_names(cfg.eval_suite):
+        raise RewardlabError("--eval-every needs --eval-suite (e.g. --eval-suite gsm8k)")
+    if cfg.eval_every and cfg.feedback != "none":
+        raise RewardlabError("--eval-every evaluates the policy's own answers; it is not wired with --feedback")
+    if cfg.eval_samples > 1 and cfg.eval_temperature == 0:
+        raise RewardlabError("--eval-samples > 1 needs --eval-temperature > 0 (greedy answers are all the same)")
     if cfg.threads is not None and cfg.threads < 1:
         raise RewardlabError(f"--threads must be >= 1, got {cfg.threads}")
     if not _DEVICE_RE.match(str(cfg.device).strip().lower()):
         raise RewardlabError(f"--device {cfg.device!r}: expected cpu, cuda, cuda:N or auto")
     resolve_algo(cfg)  # every algorithm field, checked once, by algos.Algo.check
+
+
+def eval_suite_names(spec: str | None) -> list[str]:
+    """``--eval-suite "gsm8k, math500"`` -> ``["gsm8k", "math500"]``; each a task name (``arith:LEVEL``) or a ``.jsonl`` file."""
+    names = list(dict.fromkeys(s.strip() for s in str(spec or "").split(",") if s.strip()))
+    for name in names:
+        if name.split(":")[0] not in tasks.TASKS and not name.endswith(".jsonl"):
+            raise RewardlabError(f"--eval-suite: unknown benchmark {name!r}; choose from {', '.join(tasks.TASKS)} "
+                                 "or a .jsonl file of rows")
+    return names
 
 
 def resolve_algo(cfg: TrainConfig) -> Algo:
@@ -531,8 +586,10 @@ def save_yaml(path: str | os.PathLike, cfg: TrainConfig, *, derived: Derived | N
 
 
 _RESUME_FREE = {"steps", "output_dir", "progress", "plots", "tensorboard", "wandb", "save_every", "save_merged",
-                "keep_checkpoints", "eval_before_after", "eval_limit", "threads", "reward_workers",
-                "rollout_batch_size", "device", "vllm_gpu_memory_utilization", "vllm_sleep_mode"}
+                "keep_checkpoints", "eval_before_after", "eval_limit", "eval_every", "eval_suite", "eval_samples",
+                "eval_temperature", "eval_max_new_tokens", "eval_ngram", "threads", "reward_workers",
+                "rollout_batch_size", "device", "vllm_gpu_memory_utilization", "vllm_sleep_mode",
+                "judge_url", "judge_concurrency", "judge_cache"}
 """Settings a run may resume with changed: they do not alter the training trajectory."""
 
 
@@ -570,4 +627,4 @@ _DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
 
 __all__ = ["ALGO_FIELDS", "ALGOS", "TrainConfig", "Derived", "build_config", "derive", "field_docs", "parse_overrides",
            "resolve_algo", "save_yaml", "to_dict", "validate", "settings_differ", "settings_diff", "describe_diff",
-           "resolve_device", "check_model"]
+           "resolve_device", "check_model", "eval_suite_names"]
