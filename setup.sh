@@ -20,6 +20,16 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! { [ -x /usr/bin
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc g++ nodejs golang-go rustc) \
         >/dev/null 2>&1 || echo "setup: could not install the code reward's compilers; languages without one are skipped"
 fi
+# Java: Debian's openjdk-17 links its jvm.cfg and security files to /etc/java-17-openjdk, which the sandbox does not
+# expose, so jlink makes a self-contained JDK of it under /usr/lib/jvm/rewardlab-jdk (~110 MB; the apt package
+# ~265 MB; ~1 min here). Skipped when a self-contained JDK (REWARDLAB_SANDBOX_JAVA_HOME, Temurin) is what you use.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ ! -x /usr/lib/jvm/rewardlab-jdk/bin/javac ]; then
+    { compgen -G '/usr/lib/jvm/java-17-openjdk-*/bin/jlink' >/dev/null || { apt-get update -qq \
+          && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; } >/dev/null 2>&1; } \
+        && "$(compgen -G '/usr/lib/jvm/java-17-openjdk-*/bin/jlink' | head -n 1)" --add-modules java.se,jdk.compiler,jdk.zipfs \
+            --no-man-pages --no-header-files --output /usr/lib/jvm/rewardlab-jdk >/dev/null 2>&1 \
+        || { rm -rf /usr/lib/jvm/rewardlab-jdk; echo "setup: could not make a JDK for the sandbox; Java is skipped"; }
+fi
 # A dedicated unprivileged uid for sandboxed code when the trainer runs as root (never run it as root).
 if [ "$(id -u)" = 0 ] && ! id rewardlab-sandbox >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1; then
     useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \

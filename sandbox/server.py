@@ -1101,6 +1101,10 @@ def _run_exec(ck: _Checker, body: dict, job_dir: str, in_w: int, out_r: int, err
     out_chunks, size, err_chunks, err_size = [], 0, [], 0
     open_fds = {out_r, err_r}
     status, exited_at = None, None
+    try:  # readable once W exits: its end wakes the select below instead of a polling interval
+        pidfd = os.pidfd_open(ck.wpid)
+    except (AttributeError, OSError):
+        pidfd = -1
     while open_fds or status is None:
         now = time.monotonic()
         if status is None:
@@ -1110,6 +1114,8 @@ def _run_exec(ck: _Checker, body: dict, job_dir: str, in_w: int, out_r: int, err
                 pid, st = ck.wpid, 0x7F00  # vanished
             if pid:
                 ck.reaped, status, exited_at = True, st, now
+                if not open_fds:
+                    break  # ended and its output is all read: no wait
         if status is not None and open_fds and now - exited_at > 0.5:
             break  # the program ended; a child of it still holds its output: that output is not waited for
         if now >= ck.deadline:
@@ -1117,7 +1123,9 @@ def _run_exec(ck: _Checker, body: dict, job_dir: str, in_w: int, out_r: int, err
         if wire.TICK is not None:
             wire.TICK()
         wl = [in_w] if in_w >= 0 else []
-        r, w, _ = select.select(list(open_fds), wl, [], min(ck.deadline - now, 0.02 if status is None else 0.1))
+        rl = list(open_fds) + ([pidfd] if pidfd >= 0 and status is None else [])
+        r, w, _ = select.select(rl, wl, [], min(ck.deadline - now, 0.02 if status is None and pidfd < 0 else 0.1))
+        r = [fd for fd in r if fd != pidfd]  # W's end: the waitpid above reaps it next
         if w:
             try:
                 n = os.write(in_w, data[:65536])
@@ -1141,6 +1149,8 @@ def _run_exec(ck: _Checker, body: dict, job_dir: str, in_w: int, out_r: int, err
                 err_size += len(b)
     if in_w >= 0:
         os.close(in_w)
+    if pidfd >= 0:
+        os.close(pidfd)
     stdout = b"".join(out_chunks).decode("utf-8", errors="replace")
     stderr = b"".join(err_chunks).decode("utf-8", errors="replace")
     res = {"tests_total": 1, "stdout": stdout, "stderr": stderr, "exit_code": None, "signal": None,

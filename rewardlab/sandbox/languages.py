@@ -59,11 +59,17 @@ class Language:
     compile_nproc: int = 64
 
 
+_SETUP_JDK = "/usr/lib/jvm/rewardlab-jdk"
+
+
 def _jdk() -> tuple[str | None, str]:
     """A JDK usable inside the sandbox: its ``lib/jvm.cfg`` and security config must resolve under
-    /usr (Debian's openjdk links them to /etc/java-*, which the sandbox does not expose)."""
-    cands = [os.environ.get("REWARDLAB_SANDBOX_JAVA_HOME") or ""] + sorted(glob.glob("/usr/lib/jvm/*"), reverse=True)
-    why = "no JDK under /usr/lib/jvm (apt-get install default-jdk-headless)"
+    /usr (Debian's openjdk links them to /etc/java-*, which the sandbox does not expose). First
+    ``REWARDLAB_SANDBOX_JAVA_HOME``, then the one ``setup.sh`` makes from Debian's openjdk-17 with
+    jlink (``/usr/lib/jvm/rewardlab-jdk``), then any other JDK under /usr/lib/jvm, newest name first."""
+    cands = [os.environ.get("REWARDLAB_SANDBOX_JAVA_HOME") or "", _SETUP_JDK] + sorted(glob.glob("/usr/lib/jvm/*"),
+                                                                                        reverse=True)
+    why = "no JDK under /usr/lib/jvm (bash setup.sh as root makes one: apt-get install openjdk-17-jdk-headless + jlink)"
     for home in cands:
         if not home or not os.path.isfile(os.path.join(home, "bin", "javac")):
             continue
@@ -74,7 +80,7 @@ def _jdk() -> tuple[str | None, str]:
             return real, ""
         why = (f"the JDK at {real} keeps its configuration in /etc ({os.path.realpath(outside[0]) if outside else real}),"
                " which the sandbox does not expose; install a self-contained JDK under /usr/lib/jvm (Temurin) or"
-               " make one: jlink --add-modules java.se,jdk.compiler --output /usr/lib/jvm/rewardlab-jdk")
+               f" make one (what setup.sh does): jlink --add-modules java.se,jdk.compiler,jdk.zipfs --output {_SETUP_JDK}")
     return None, why
 
 
