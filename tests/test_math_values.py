@@ -18,14 +18,12 @@ from fractions import Fraction
 
 import pytest
 
+from rewardlab.rewards.math.bounded import ASTRONOMICAL, Huge, terminates_within
+from rewardlab.rewards.math.bounded import huge as _huge
 from rewardlab.rewards.math.values import (
     APPROX_MIN_DIGITS,
-    ASTRONOMICAL,
-    Huge,
     Num,
     Poly,
-    _huge,
-    _terminates_within,
     _vals_equal,
     parse_scalar,
     scalars_equal,
@@ -111,10 +109,10 @@ def test_the_tolerance_is_exactly_one_unit_in_the_last_digit():
 
 
 def test_terminates_within():
-    assert _terminates_within(Fraction(1, 4), 2) and not _terminates_within(Fraction(1, 4), 1)
-    assert _terminates_within(Fraction(1, 8), 3) and not _terminates_within(Fraction(1, 8), 2)
-    assert not _terminates_within(Fraction(1, 3), 50)
-    assert _terminates_within(Fraction(7), 0) and _terminates_within(Fraction(-3, 20), 2)
+    assert terminates_within(Fraction(1, 4), 2) and not terminates_within(Fraction(1, 4), 1)
+    assert terminates_within(Fraction(1, 8), 3) and not terminates_within(Fraction(1, 8), 2)
+    assert not terminates_within(Fraction(1, 3), 50)
+    assert terminates_within(Fraction(7), 0) and terminates_within(Fraction(-3, 20), 2)
 
 
 def test_two_decimals_compare_exactly():

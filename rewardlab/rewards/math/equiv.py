@@ -1,5 +1,4 @@
 """Fast, exact answer equivalence in pure Python: the part of the math reward that runs on the caller's thread.
-
 Most GSM8K/MATH answers are integers, decimals, fractions, percentages or short arithmetic; this
 module decides those without any LaTeX parser or sympy, exactly (``fractions.Fraction``), in tens of
 microseconds, and with guards that make every step linear or bounded (power towers, huge factorials
@@ -28,6 +27,17 @@ from fractions import Fraction
 
 from rewardlab.rewards.math.bounded import decimal, parse_int, repeating
 from rewardlab.rewards.math.extract import ANSWER_WORDS
+from rewardlab.rewards.math.structures import (
+    RELATION,
+    Seq,
+    parse_structure,
+    simple_lhs,
+    split_assignment,
+    split_items,
+    strip_outer,
+    structures_equal,
+    top_level_split,
+)
 from rewardlab.rewards.math.values import (
     Huge,
     Invalid,
@@ -218,272 +228,8 @@ def normalize(ans: str) -> tuple[str, dict]:
         s = m.group(1).upper()
         flags["choice"] = True
     # redundant outer grouping: {{x}} / ((x)) - iteratively, linear per layer
-    s = _strip_outer(s)
+    s = strip_outer(s)
     return s, flags
-
-
-def _matching_closers(s: str) -> dict[int, int]:
-    """Map opening bracket index -> matching closing index for (), {}, [] (one linear pass)."""
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    opener = {")": "(", "}": "{", "]": "["}
-    for i, c in enumerate(s):
-        if c in "({[":
-            if i > 0 and s[i - 1] == "\\":
-                continue
-            stack.append(i)
-        elif c in ")}]":
-            if i > 0 and s[i - 1] == "\\":
-                continue
-            if stack and s[stack[-1]] == opener[c]:
-                pairs[stack.pop()] = i
-            else:
-                return pairs
-    return pairs
-
-
-def _strip_outer(s: str) -> str:
-    if not s or s[0] not in "({":
-        return s
-    pairs = _matching_closers(s)
-    lo, hi = 0, len(s) - 1
-    checks = 0
-    while lo < hi and s[lo] in "({" and pairs.get(lo) == hi:
-        inner = s[lo + 1:hi]
-        if s[lo] == "(" and "," in inner:
-            checks += 1
-            if checks > 20 or _top_level_split(inner, ","):
-                break  # a tuple (or too deep to check cheaply), not redundant grouping
-        lo, hi = lo + 1, hi - 1
-        while lo < hi and s[lo] == " ":
-            lo += 1
-        while hi > lo and s[hi] == " ":
-            hi -= 1
-    return s[lo:hi + 1]
-
-
-def _top_level_split(s: str, sep: str) -> list[str] | None:
-    """Split on ``sep`` outside brackets; None when there is no top-level separator."""
-    parts, depth, last = [], 0, 0
-    i = 0
-    n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\" and i + 1 < n and s[i + 1] in "{}":
-            depth += 1 if s[i + 1] == "{" else -1
-            i += 2
-            continue
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif depth == 0 and s.startswith(sep, i):
-            parts.append(s[last:i])
-            last = i + len(sep)
-            i = last
-            continue
-        i += 1
-    if not parts:
-        return None
-    parts.append(s[last:])
-    return parts
-
-
-
-# ---------------------------------------------------------------------------- structure: lists, tuples, sets
-
-@dataclass
-class Seq:
-    """A list answer: ``kind`` is "set" (unordered: bare lists, ``\\{..\\}``) or "tuple" with its brackets."""
-
-    kind: str
-    items: list
-    brackets: str = ""
-
-
-_GLUED_CONNECTOR = re.compile(r"(?<=[)\]}])\s*+(?:or|and)\s*+(?=[(\[{\\])")  # starts only after a closer
-
-
-def _split_items(s: str) -> list[str] | None:
-    s = _GLUED_CONNECTOR.sub(", ", s)
-    parts = _top_level_split(s, ";") or _top_level_split(s, ",")
-    if parts is None:
-        for word in (" and ", " or "):
-            parts = _top_level_split(s, word)
-            if parts is not None:
-                break
-    if parts is None:
-        return None
-    out: list[str] = []
-    for p in parts:
-        sub = _split_items(p.strip()) if (" and " in p or " or " in p) else None
-        for q in sub or [p]:
-            q = q.strip()
-            q = re.sub(r"^(?:and|or)\s+", "", q).strip()
-            asg = _split_assignment(q)
-            if asg and _simple_lhs(asg[0]):
-                q = asg[1]
-            if q:
-                out.append(q)
-    return out
-
-
-_ELLIPSIS = {"\\ldots", "\\cdots", "\\dots", "...", "…"}
-
-
-_INF = {"\\infty": 1, "+\\infty": 1, "-\\infty": -1, "\\inf": 1, "-\\inf": -1, "∞": 1, "-∞": -1, "oo": 1, "-oo": -1}
-_MATRIX = re.compile(r"^\[?\s*\\begin\{([pbvBV]?matrix|array)\}(\{[^}]*\})?(.*)\\end\{\1\}\s*\]?$", re.DOTALL)
-
-
-def _parse_matrix(s: str, max_depth: int):
-    m = _MATRIX.match(s)
-    if not m:
-        return None
-    body = m.group(3).strip()
-    rows = [r for r in re.split(r"\\\\|\\(?=\s)", body) if r.strip()]
-    parsed = [Seq("tuple", [parse_structure(c, max_depth) for c in r.split("&")], "row") for r in rows]
-    return Seq("matrix", parsed, "matrix")
-
-
-def parse_structure(s: str, max_depth: int = 40):
-    """A :class:`Num`, or a :class:`Seq` of parsed items. Raises Unsupported / Invalid."""
-    s = s.strip()
-    if s in _ELLIPSIS:
-        return Num(Poly({(("…", 1),): Fraction(1)}))
-    if s in _INF:
-        return Num(Huge(_INF[s], math.inf))  # a true infinity, not a magnitude
-    if s in ("\\mathbb{R}", "\\mathbb R", "\\R"):
-        return Seq("tuple", [Num(Huge(-1, math.inf)), Num(Huge(1, math.inf))], "()")
-    if "\\begin" in s:
-        mat = _parse_matrix(s, max_depth)
-        if mat is None:
-            raise Unsupported("matrix layout")
-        return mat
-    union = _top_level_split(s, "\\cup")
-    if union is not None:
-        return Seq("union", [parse_structure(x, max_depth) for x in union])
-    pm = _top_level_split(s, "\\pm")
-    if pm is not None and len(pm) == 2:
-        a, b = pm[0].strip(), pm[1].strip()
-        return Seq("set", [parse_structure(f"{a}+({b})" if a else b, max_depth),
-                           parse_structure(f"{a}-({b})" if a else f"-({b})", max_depth)])
-    ratio = _top_level_split(s, ":")
-    if ratio is not None and len(ratio) >= 2 and "=" not in s:
-        return Seq("tuple", [parse_structure(x, max_depth) for x in ratio], "::")
-    if s.startswith("\\{") and s.endswith("\\}"):
-        inner = s[2:-2].strip()
-        items = _split_items(inner) or ([inner] if inner else [])
-        return Seq("set", [parse_structure(x, max_depth) for x in items])
-    if len(s) >= 2 and s[0] in "([" and s[-1] in ")]":
-        pairs = _matching_closers(s)
-        mixed = s[0] + s[-1] in ("[)", "(]") and len(_matching_closers(s[1:-1])) == sum(s[1:-1].count(c) for c in "([{")
-        if pairs.get(0) == len(s) - 1 or mixed:
-            items = _top_level_split(s[1:-1], ",") or _top_level_split(s[1:-1], ";")
-            if items is not None and len(items) >= 2:
-                return Seq("tuple", [parse_structure(x, max_depth) for x in items], s[0] + s[-1])
-    items = _split_items(s)
-    if items is not None and len(items) >= 2:
-        return Seq("set", [parse_structure(x, max_depth) for x in items])
-    return parse_scalar(s, max_depth)
-
-
-def _endpoint(n) -> float | None:
-    if not isinstance(n, Num) or n.literal is not None or n.percent:
-        return None
-    v = n.value
-    if isinstance(v, Huge):
-        return v.sign * math.inf if math.isinf(v.log10) else None
-    if v.is_const():
-        return float(v.value())
-    z = v.numeric()
-    return z.real if z is not None and abs(z.imag) < 1e-12 else None
-
-
-def _canonical_union(x) -> list | None:
-    """Intervals with numeric endpoints, sorted and merged: [(lo, hi, lo_closed, hi_closed), ...]."""
-    parts = x.items if x.kind == "union" else [x]
-    ivs = []
-    for p in parts:
-        if not (isinstance(p, Seq) and p.kind == "tuple" and len(p.items) == 2 and p.brackets in ("()", "[]", "[)", "(]")):
-            return None
-        lo, hi = _endpoint(p.items[0]), _endpoint(p.items[1])
-        if lo is None or hi is None or lo > hi:
-            return None
-        ivs.append([lo, hi, p.brackets[0] == "[", p.brackets[1] == "]"])
-    ivs.sort(key=lambda t: (t[0], not t[2]))
-    out: list = []
-    for iv in ivs:
-        if out and (iv[0] < out[-1][1] or (iv[0] == out[-1][1] and (iv[2] or out[-1][3]))):
-            last = out[-1]
-            if iv[1] > last[1] or (iv[1] == last[1] and iv[3]):
-                last[1], last[3] = iv[1], iv[3] or (iv[1] == last[1] and last[3])
-        else:
-            out.append(iv)
-    return [tuple(t) for t in out]
-
-
-def _dedupe(items: list) -> list:
-    """Set semantics: drop items equal to an earlier one (undecidable pairs are kept)."""
-    out: list = []
-    for x in items:
-        if not any(structures_equal(x, y) is True for y in out):
-            out.append(x)
-    return out
-
-
-def structures_equal(a, b) -> bool | None:
-    """Compare parsed answers; None when undecidable here."""
-    if isinstance(a, Num) and isinstance(b, Num):
-        return scalars_equal(a, b)
-    if isinstance(a, Seq) and isinstance(b, Seq):
-        if a.kind == "set" and b.kind == "set":
-            a, b = Seq("set", _dedupe(a.items)), Seq("set", _dedupe(b.items))
-            if len(a.items) != len(b.items):
-                return False
-            if any(isinstance(x, Num) and isinstance(x.value, Poly) and "…" in x.value.symbols() for x in a.items + b.items):
-                res = [structures_equal(x, y) for x, y in zip(a.items, b.items)]  # a pattern: order matters
-                return True if all(r is True for r in res) else (False if any(r is False for r in res) else None)
-            used = [False] * len(b.items)
-            for x in a.items:
-                hit = False
-                for j, y in enumerate(b.items):
-                    if not used[j] and structures_equal(x, y):
-                        used[j] = hit = True
-                        break
-                if not hit:
-                    return None if any(structures_equal(x, y) is None for y in b.items) else False
-            return True
-        if a.kind == "union" or b.kind == "union":
-            ca, cb = _canonical_union(a), _canonical_union(b)
-            if ca is None or cb is None:
-                return structures_equal(Seq("set", a.items), Seq("set", b.items)) if a.kind == b.kind == "union" else None
-            return ca == cb
-        if a.kind == b.kind and a.kind in ("tuple", "matrix"):
-            if len(a.items) != len(b.items):
-                return False
-            res = [structures_equal(x, y) for x, y in zip(a.items, b.items)]
-            # "(a, b)" vs "[a, b]" may be a vector vs an interval; "[a, b)" is always an interval
-            interval = {a.brackets, b.brackets} & {"[)", "(]"}
-            if all(r is True for r in res):
-                return True if a.brackets == b.brackets else (False if interval else None)
-            if any(r is False for r in res) and (a.brackets == b.brackets or interval):
-                return False
-            return None
-        if {a.kind, b.kind} == {"set", "tuple"} and len(a.items) == len(b.items) and "::" not in (a.brackets, b.brackets):
-            ordered = [structures_equal(x, y) for x, y in zip(a.items, b.items)]
-            if all(r is False or r is True for r in ordered) and not all(ordered):
-                return False  # "{1, 3}" is not the ordered pair "(3, 1)"
-        return None
-    # scalar vs list: a list of several values never equals one value
-    seq = a if isinstance(a, Seq) else b
-    one = b if isinstance(a, Seq) else a
-    if seq.kind == "set":
-        items = _dedupe(seq.items)
-        if len(items) == 1:  # "15\\frac{39}{40}, or \\frac{639}{40}": one value written twice
-            return structures_equal(items[0], one)
-    if len(seq.items) >= 2 and isinstance(one, Num) and isinstance(one.value, Poly) and one.value.is_const():
-        return False
-    return None
 
 
 # ---------------------------------------------------------------------------- the fast decision
@@ -499,25 +245,18 @@ class Decision:
     gold_norm: str = ""
     detail: str = ""
 
+    def decide(self, equal: bool, rule: str, detail: str = "") -> "Decision":
+        """Set the verdict (and why) and return self: ``return d.decide(False, "junk", "...")``."""
+        self.equal, self.rule = equal, rule
+        if detail:
+            self.detail = detail
+        return self
+
 
 _IN_PREFIX = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s+(?=[(\[]|\\\{|\\mathbb)")
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?%?")
 # "4 + 2" for a gold of 6: the restated question, not its result (fractions and powers are answers)
 _UNEVALUATED = re.compile(r"\(?-?\d++(?:\.\d++)?\)?(?:\s*+(?:[-+]|\\cdot|\\times)\s*+\(?-?\d++(?:\.\d++)?\)?)++")
-_REL = re.compile(r"\\le|\\ge|\\ne|<|>")
-
-
-def _split_assignment(s: str) -> tuple[str, str] | None:
-    """``lhs = rhs`` (the last segment of a chain ``a = b = c``) when there is one top-level ``=``."""
-    if "=" not in s or _REL.search(s):
-        return None
-    items = _split_items(s)
-    if items is not None and len(items) >= 2:
-        return None
-    parts = _top_level_split(s, "=")
-    if parts is None or len(parts) < 2:
-        return None
-    return parts[0].strip(), parts[-1].strip()
 
 
 def _past_simple_lhs(s: str) -> str:
@@ -531,17 +270,13 @@ def _false_chain(s: str) -> bool:
     in it is no derivation (junk, or a false claim)."""
     if "=" not in s:
         return False
-    parts = _top_level_split(s, "=") or []
+    parts = top_level_split(s, "=") or []
     if len(parts) == 2 and all(_PLAIN_NUMBER.fullmatch(p.strip()) and "%" not in p for p in parts):
         return decimal(parts[0].strip()) != decimal(parts[1].strip())  # "7 = 86"
     if len(parts) < 3 or re.fullmatch(r"\s*+[A-Za-z](?:_\{?\w{1,8}\}?)?\s*+", parts[0]):
         return False  # "x = 5+5+1 = 7 = 11": a variable's derivation, compared by its last member
     nums = {decimal(p.strip()) for p in parts if _PLAIN_NUMBER.fullmatch(p.strip()) and "%" not in p}
     return len(nums) >= 2
-
-
-def _simple_lhs(lhs: str) -> bool:
-    return bool(lhs) and len(lhs) <= 40 and not re.search(r"\d", re.sub(r"_\{[^}]*\}|_\w", "", lhs))
 
 
 def _canon(s: str) -> str:
@@ -560,7 +295,7 @@ _FLIP = {">": "<", "\\ge": "\\le"}
 
 def _relations(s: str, max_depth: int) -> list[tuple[tuple, str]] | None:
     """``a < b \\le c`` as canonical (polynomial, op) pairs with op in <, \\le, =, \\ne; None if not parsable."""
-    if _top_level_split(s, ",") or "\\in" in s:
+    if top_level_split(s, ",") or "\\in" in s:
         return None
     parts, ops, last = [], [], 0
     depth = 0
@@ -641,8 +376,8 @@ def _compare_relations(pn: str, gn: str, d: Decision, max_depth: int) -> Decisio
                 d.equal = all(res) and lo_closed == (st.brackets[0] == "[") and hi_closed == (st.brackets[1] == "]")
                 d.rule = "fast_interval"
                 return d
-    pa, ga = _split_assignment(pn), _split_assignment(gn)
-    if ga and not _simple_lhs(ga[0]) and "=" not in pn and not _REL.search(pn):
+    pa, ga = split_assignment(pn), split_assignment(gn)
+    if ga and not simple_lhs(ga[0]) and "=" not in pn and not RELATION.search(pn):
         # the gold is an equation such as "2x + z = 1": a bare value does not answer it
         try:
             parse_scalar(pn, max_depth)
@@ -650,7 +385,7 @@ def _compare_relations(pn: str, gn: str, d: Decision, max_depth: int) -> Decisio
         except (Unsupported, Invalid, ValueError, ZeroDivisionError, OverflowError, RecursionError):
             pass
         return d
-    if pa and not _REL.search(gn) and "=" not in gn and not _REL.search(pn):
+    if pa and not RELATION.search(gn) and "=" not in gn and not RELATION.search(pn):
         # a derivation ending in the value: "\\frac12 = \\frac{10}{9}" -> compare its last member
         sub = fast_compare(pa[1], gn, max_depth)
         sub.rule = sub.rule if sub.equal is None else sub.rule + "_last_member"
@@ -673,7 +408,7 @@ def unbounded_operator(s: str) -> bool:
 def _decimal_comma(s: str, other: str) -> str:
     """``0,5`` -> ``0.5`` when ``s`` is one number with a comma that is not a thousands separator and
     ``other`` is not a list (then ``1,5`` is the pair 1, 5)."""
-    if "," in s and _DECIMAL_COMMA.fullmatch(s) and _split_items(other) is None:
+    if "," in s and _DECIMAL_COMMA.fullmatch(s) and split_items(other) is None:
         return s.replace(",", ".")
     return s
 
@@ -727,76 +462,88 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     gn, gf = normalize(gold)
     d = Decision(None, "undecided", pn, gn)
     if not pn:
-        d.equal, d.rule = False, "empty"
-        return d
-    if (_GLUED_LETTERS.search(pred) or _DANGLING_BACKSLASH.search(pred)) and not (
-            _GLUED_LETTERS.search(gold) or _DANGLING_BACKSLASH.search(gold)):
-        d.equal, d.rule, d.detail = False, "junk", "letters glued to digits (0qI1) or a dangling backslash: no formula"
-        return d
-    if (_SUBSCRIPTED_NUMBER.search(pred) and not (_BASE_NUMERAL.fullmatch(pn) and "unit" not in pf)
-            and not _SUBSCRIPTED_NUMBER.search(gold)):
-        d.equal, d.rule, d.detail = False, "base_numeral", "a number with a digit subscript that is no base numeral"
-        return d
-    if pf.get("unit_power", "1") != gf.get("unit_power", "1") and "unit" in pf and "unit" in gf:
-        d.equal, d.rule, d.detail = False, "unit_power", "the units differ in power (cm^2 vs cm^4)"
-        return d
+        return d.decide(False, "empty")
+    refused = _refuse_raw(pred, gold, pn, pf, gf)
+    if refused:
+        return d.decide(False, *refused)
     if _canon(pn) == _canon(gn):
-        d.equal, d.rule = True, "string"
-        return d
+        return d.decide(True, "string")
     if unbounded_operator(pn) or unbounded_operator(gn):
-        d.equal, d.rule, d.detail = False, "unsupported", "a sum/product with a symbolic or huge bound is compared textually only"
-        return d
+        return d.decide(False, "unsupported", "a sum/product with a symbolic or huge bound is compared textually only")
     # membership: "x \\in [-2, 7]" is the set itself
     pn = _IN_PREFIX.sub("", pn)
     gn = _IN_PREFIX.sub("", gn)
-    # assignments: x = 5 vs 5; (p,q)=(3,2) vs (3,2); S:T = 7:32 vs 7:32
     if _words_and_values(_past_simple_lhs(pn)) and not _words_and_values(gn):
-        d.equal, d.rule, d.detail = False, "words_and_values", "words around two or more values: no single value to compare"
-        return d
+        return d.decide(False, "words_and_values", "words around two or more values: no single value to compare")
     if _false_chain(pn) and not _false_chain(gn):
-        d.equal, d.rule, d.detail = False, "false_chain", "a chain a = b = c whose members are different numbers"
-        return d
-    pa, ga = _split_assignment(pn), _split_assignment(gn)
-    if pa and ga and _canon(pa[0]) == _canon(ga[0]) and _simple_lhs(pa[0]):
-        pn, gn = pa[1], ga[1]
-    elif pa and not ga and _simple_lhs(pa[0]):
-        pn = pa[1]
-    elif ga and not pa and _simple_lhs(ga[0]):
-        gn = ga[1]
-    elif pa or ga or _REL.search(pn) or _REL.search(gn):
+        return d.decide(False, "false_chain", "a chain a = b = c whose members are different numbers")
+    sides = _right_hand_sides(pn, gn)
+    if sides is None:
         return _compare_relations(pn, gn, d, max_depth)
-    pn, gn = _decimal_comma(pn, gn), _decimal_comma(gn, pn)
+    pn, gn = _decimal_comma(sides[0], sides[1]), _decimal_comma(sides[1], sides[0])
     pb, gb = _base_numeral(pn), _base_numeral(gn)
     if pb is False or gb is False:
-        d.equal, d.rule, d.detail = False, "base_numeral", "a digit not below its base (or a base outside 2..36)"
-        return d
-    pn, gn = (str(pb) if pb is not None else pn), (str(gb) if gb is not None else gn)
-    d.pred_norm, d.gold_norm = pn, gn
+        return d.decide(False, "base_numeral", "a digit not below its base (or a base outside 2..36)")
+    d.pred_norm, d.gold_norm = pn, gn = (str(pb) if pb is not None else pn), (str(gb) if gb is not None else gn)
     if _canon(pn) == _canon(gn):
-        d.equal, d.rule = True, "string"
-        return d
-    if _words_and_values(pn) and not _words_and_values(gn):
-        d.equal, d.rule, d.detail = False, "words_and_values", "words around two or more values: no single value to compare"
-        return d
-    if (_juxtaposed(pn) or _DOLLAR_BETWEEN.search(pred)) and not (_juxtaposed(gn) or _DOLLAR_BETWEEN.search(gold)):
-        d.equal, d.rule, d.detail = False, "juxtaposed", "two numbers side by side (\"1 11\", \"\\frac{13}{6} 7\"): a list or junk, no value"
-        return d
-    if _UNEVALUATED.fullmatch(pn) and _PLAIN_NUMBER.fullmatch(gn):
-        d.equal, d.rule, d.detail = False, "unevaluated", "an arithmetic expression is not the number it comes to"
-        return d
+        return d.decide(True, "string")
+    refused = _refuse_normalized(pred, gold, pn, gn)
+    if refused:
+        return d.decide(False, *refused)
     # text answers: "Evelyn", "odd", "(C)"
     if (pf.get("text") or gf.get("text") or pf.get("choice") or gf.get("choice")) and _is_text_word(pn) and _is_text_word(gn):
-        d.equal, d.rule = pn.lower() == gn.lower(), "text"
-        return d
+        return d.decide(pn.lower() == gn.lower(), "text")
     if len(pn) >= 3 and len(gn) >= 3 and _is_text_word(pn) and _is_text_word(gn) and " " in pn + gn:
-        d.equal, d.rule = pn.lower() == gn.lower(), "text"
-        return d
+        return d.decide(pn.lower() == gn.lower(), "text")
+    return _compare_values(pn, gn, d, max_depth)
+
+
+def _refuse_raw(pred: str, gold: str, pn: str, pf: dict, gf: dict) -> tuple[str, str] | None:
+    """(rule, detail) when the prediction's raw text is junk or its unit differs: it is never the gold."""
+    if (_GLUED_LETTERS.search(pred) or _DANGLING_BACKSLASH.search(pred)) and not (
+            _GLUED_LETTERS.search(gold) or _DANGLING_BACKSLASH.search(gold)):
+        return "junk", "letters glued to digits (0qI1) or a dangling backslash: no formula"
+    if (_SUBSCRIPTED_NUMBER.search(pred) and not (_BASE_NUMERAL.fullmatch(pn) and "unit" not in pf)
+            and not _SUBSCRIPTED_NUMBER.search(gold)):
+        return "base_numeral", "a number with a digit subscript that is no base numeral"
+    if pf.get("unit_power", "1") != gf.get("unit_power", "1") and "unit" in pf and "unit" in gf:
+        return "unit_power", "the units differ in power (cm^2 vs cm^4)"
+    return None
+
+
+def _right_hand_sides(pn: str, gn: str) -> tuple[str, str] | None:
+    """The two sides to compare once assignments are read (``x = 5`` vs ``5``; ``(p,q)=(3,2)`` vs ``(3,2)``;
+    ``S:T = 7:32`` vs ``7:32``); None when either side is a relation to compare as one."""
+    pa, ga = split_assignment(pn), split_assignment(gn)
+    if pa and ga and _canon(pa[0]) == _canon(ga[0]) and simple_lhs(pa[0]):
+        return pa[1], ga[1]
+    if pa and not ga and simple_lhs(pa[0]):
+        return pa[1], gn
+    if ga and not pa and simple_lhs(ga[0]):
+        return pn, ga[1]
+    if pa or ga or RELATION.search(pn) or RELATION.search(gn):
+        return None
+    return pn, gn
+
+
+def _refuse_normalized(pred: str, gold: str, pn: str, gn: str) -> tuple[str, str] | None:
+    """(rule, detail) when the normalized prediction holds no single value where the gold has one."""
+    if _words_and_values(pn) and not _words_and_values(gn):
+        return "words_and_values", "words around two or more values: no single value to compare"
+    if (_juxtaposed(pn) or _DOLLAR_BETWEEN.search(pred)) and not (_juxtaposed(gn) or _DOLLAR_BETWEEN.search(gold)):
+        return "juxtaposed", "two numbers side by side (\"1 11\", \"\\frac{13}{6} 7\"): a list or junk, no value"
+    if _UNEVALUATED.fullmatch(pn) and _PLAIN_NUMBER.fullmatch(gn):
+        return "unevaluated", "an arithmetic expression is not the number it comes to"
+    return None
+
+
+def _compare_values(pn: str, gn: str, d: Decision, max_depth: int) -> Decision:
+    """Parse both sides into values or structures and compare them exactly; undecided when that fails."""
     try:
         a = parse_structure(pn, max_depth)
         b = parse_structure(gn, max_depth)
     except Invalid as e:
-        d.equal, d.rule, d.detail = False, "invalid", str(e)
-        return d
+        return d.decide(False, "invalid", str(e))
     except (Unsupported, ValueError, ZeroDivisionError, OverflowError, RecursionError) as e:
         d.detail = f"{type(e).__name__}: {e}"
         if "a word" in str(e) and (_PLAIN_NUMBER.fullmatch(pn) or _PLAIN_NUMBER.fullmatch(gn)):
@@ -809,9 +556,7 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     if eq is None:
         d.detail = "values not comparable here"
         return d
-    d.equal = eq
-    d.rule = _rule_name(a, b)
-    return d
+    return d.decide(eq, _rule_name(a, b))
 
 
 def _rule_name(a, b) -> str:

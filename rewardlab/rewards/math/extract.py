@@ -25,8 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rewardlab.rewards.math.boxes import box_groups, find_boxes
+
 STOP_TOKENS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>", "</s>")
-BOX_COMMANDS = ("\\boxed", "\\fbox")
 MAX_ANSWER_CHARS = 20_000
 """Extracted answers longer than this are truncated (and will not compare equal to a short gold)."""
 
@@ -83,100 +84,6 @@ def clean_text(text: str, strip_thinking: bool = True) -> str:
         if k >= 0:
             text = text[k + len("</think>"):]
     return text
-
-
-def _closing_braces(text: str) -> dict[int, int]:
-    """Map each unescaped ``{`` to the index just past its closing ``}`` (unbalanced ones are absent).
-
-    One linear pass for the whole text: matching each box's brace on its own would rescan to the end
-    of the text for every unbalanced ``\\boxed{`` (quadratic in a completion of 10,000 of them)."""
-    out: dict[int, int] = {}
-    stack: list[int] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            stack.append(i)
-        elif c == "}" and stack:
-            out[stack.pop()] = i + 1
-        i += 1
-    return out
-
-
-def find_boxes(text: str) -> list[tuple[int, int, str]]:
-    """Outermost ``\\boxed{...}`` / ``\\fbox{...}`` / ``\\boxed N`` spans as (start, end, content)."""
-    out: list[tuple[int, int, str]] = []
-    pos = 0
-    n = len(text)
-    nxt = {cmd: text.find(cmd) for cmd in BOX_COMMANDS}  # next occurrence of each command
-    closers: dict[int, int] | None = None
-    while True:
-        for cmd in BOX_COMMANDS:
-            if 0 <= nxt[cmd] < pos:
-                nxt[cmd] = text.find(cmd, pos)
-        starts = [(k, cmd) for cmd, k in nxt.items() if k >= 0]
-        if not starts:
-            break
-        s, cmd = min(starts)
-        j = s + len(cmd)
-        if j < n and text[j].isalpha():  # \boxedx... is another command
-            pos = j
-            continue
-        while j < n and text[j] in " \t":
-            j += 1
-        if j < n and text[j] == "{":
-            if closers is None:
-                closers = _closing_braces(text)
-            e = closers.get(j, -1)
-            if e < 0:  # unbalanced: take the rest of the line, without the brace
-                nl = text.find("\n", j)
-                e = n if nl < 0 else nl
-                content = text[j + 1:e]
-            else:
-                content = text[j + 1:e - 1]
-        else:  # \boxed 5
-            m = re.match(r"[^\s$]+", text[j:j + 200])
-            if not m:
-                pos = j
-                continue
-            e = j + m.end()
-            content = m.group(0)
-        out.append((s, e, content))
-        pos = max(e, s + 1)
-    return out
-
-
-_WORD = re.compile(r"[A-Za-z]+")
-_CONNECTOR_WORDS = {"and", "or"}
-
-
-def _is_connector(sep: str) -> bool:
-    """Whether the text between two boxes joins them into one list answer."""
-    if len(sep) > 80 or "." in sep.replace("\\.", ""):
-        return False
-    s = re.sub(r"\\(?:quad|qquad|text|textbf|mathrm|mbox|,|;|!| )", " ", sep)
-    s = re.sub(r"\\[\[\]()]|[${}]", " ", s)
-    words = [w.lower() for w in _WORD.findall(s)]
-    if not words:
-        return True
-    has_conn = any(w in _CONNECTOR_WORDS for w in words)
-    others = [w for w in words if w not in _CONNECTOR_WORDS]
-    return has_conn and len(others) <= 3
-
-
-def _box_groups(text: str, boxes: list[tuple[int, int, str]]) -> list[list[str]]:
-    groups: list[list[str]] = []
-    prev_end = -1
-    for s, e, content in boxes:
-        if groups and _is_connector(text[prev_end:s]):
-            groups[-1].append(content)
-        else:
-            groups.append([content])
-        prev_end = e
-    return groups
 
 
 _HASH = re.compile(r"####")
@@ -377,7 +284,7 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
                 later.n_boxes = len(boxes)
                 return later
         if boxes:
-            groups = _box_groups(text, boxes)
+            groups = box_groups(text, boxes)
             distinct = {tuple(" ".join(c.split()) for c in g) for g in groups}
             if policy.max_distinct_boxes and len(distinct) > policy.max_distinct_boxes:
                 return Extraction(None, "boxed", "box_spam", n_boxes=len(boxes))
@@ -593,7 +500,7 @@ def extract_gold(gold: object) -> Extraction:
     text = clean_text(gold)
     boxes = find_boxes(text)
     if boxes:
-        last = [c.strip() for c in _box_groups(text, boxes)[-1]]
+        last = [c.strip() for c in box_groups(text, boxes)[-1]]
         if not any(last):
             return Extraction(None, "boxed", "no_answer")
         return Extraction(", ".join(c for c in last if c) if len(last) > 1 else last[0], "boxed", n_boxes=len(boxes))
