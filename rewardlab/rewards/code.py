@@ -12,7 +12,10 @@ Reference formats:
   the program is ``prompt + completion`` (HumanEval style) unless the completion defines the
   entry point itself (then ``prompt`` + a blank line + the code, so the prompt's imports and
   helpers stay available). The prompt also runs, trusted, inside the checker, so helpers the
-  tests call come from the task and not from the policy.
+  tests call come from the task and not from the policy. Optional ``suffix``: task code appended
+  after the solution's (in the worker, with it), e.g. ``def maxSum(*a): return Solution().maxSum(*a)``
+  so that LeetCode-style ``class Solution`` answers have a top-level entry point (see
+  :mod:`rewardlab.rewards.code_rows`).
 * stdio style ``{"cases": [{"stdin": str, "stdout": str, "timeout": s?}, ...]}``: one sandboxed
   run per case, in any sandbox language (:mod:`rewardlab.sandbox.languages`: python, c, cpp,
   java, javascript, bash, go, rust). The language is the fenced block's tag (```` ```cpp ````),
@@ -152,6 +155,8 @@ def code_reward(completion: str, reference: Any, timeout: float | None = None, p
         program = f"{prompt}\n\n{code}" if prompt else code
     else:
         program = prompt + code
+    if reference.get("suffix"):  # the task's code after the solution's, e.g. an entry point calling Solution()
+        program = f"{program}\n\n{reference['suffix']}"
     r = execute(program, tests=tests, entry_point=entry, timeout=timeout, prelude=prompt or None,
                 legacy=bool(legacy), partial=partial)
     passed, total = int(r.details.get("tests_passed", 0)), int(r.details.get("tests_total", 0))
