@@ -19,7 +19,7 @@ from rewardlab import cli
 from rewardlab.rewards.base import CheapReward, RewardResult
 from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rollout.multiturn import ToolEngine
-from rewardlab.train import loop
+from rewardlab.train import build
 from rewardlab.train.logprobs import pad_batch
 from rewardlab.train.runtime import Sample
 from scripted import Scripted
@@ -55,7 +55,7 @@ def scripted_tools(monkeypatch, tiny_model_dir):
             finally:
                 self.model = live
 
-    monkeypatch.setattr(loop, "ToolEngine", ScriptedToolEngine)
+    monkeypatch.setattr(build, "ToolEngine", ScriptedToolEngine)
     return script
 
 

@@ -143,7 +143,7 @@ def test_rollout_logprob_mismatch_is_logged_and_not_used_as_old_logp(tiny_model_
     import json
 
     from rewardlab.rollout import Collectives
-    from rewardlab.train import build_config, loop
+    from rewardlab.train import build, build_config
     from rewardlab.train import train
 
     engines = []
@@ -153,7 +153,7 @@ def test_rollout_logprob_mismatch_is_logged_and_not_used_as_old_logp(tiny_model_
         engines.append(_LogprobEngine(model, tokenizer, **kw))
         return engines[-1]
 
-    monkeypatch.setattr(loop, "make_engine", fake_make_engine)
+    monkeypatch.setattr(build, "make_engine", fake_make_engine)
     cfg = build_config(None, {
         "model": str(tiny_model_dir), "output_dir": str(tmp_path / "run"), "algo": "grpo", "rollout": "vllm",
         "vllm_gpu_memory_utilization": "0.5", "steps": "1", "prompts_per_step": "2", "group_size": "2",
@@ -195,10 +195,10 @@ def test_rollout_correction_reaches_the_loss(correction, tiny_model_dir, tmp_pat
     K3 rejection at 0.01 rejects every token (k3(0.25) = 0.034): no token reaches the loss."""
     import json
 
-    from rewardlab.train import build_config, loop
+    from rewardlab.train import build, build_config
     from rewardlab.train import train
 
-    monkeypatch.setattr(loop, "make_engine", lambda kind, model, tok, **kw: _LogprobEngine(model, tok, **kw))
+    monkeypatch.setattr(build, "make_engine", lambda kind, model, tok, **kw: _LogprobEngine(model, tok, **kw))
     cfg = build_config(None, {
         "model": str(tiny_model_dir), "output_dir": str(tmp_path / "run"), "algo": "grpo", "rollout": "vllm",
         "steps": "1", "prompts_per_step": "2", "group_size": "4", "max_new_tokens": "6", "reward": "format",

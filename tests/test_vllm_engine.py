@@ -18,7 +18,6 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -322,11 +321,11 @@ def length_reward(completion: str, reference, **meta):
 @needs_vllm
 def test_lora_merged_weights_reach_the_engine(vllm_setup):
     """With LoRA the engine gets the trainer's merged weights (W + scale * B A, under the base names;
-    rewardlab.train.loop.full_state_dict_for_engine): it samples what the PEFT model samples, before
+    rewardlab.train.build.full_state_dict_for_engine): it samples what the PEFT model samples, before
     and after an optimizer step on the adapters, and the base model's outputs come back after."""
     from rewardlab.rollout import Collectives
     from rewardlab.train.lora import apply_lora
-    from rewardlab.train.loop import full_state_dict_for_engine
+    from rewardlab.train.build import full_state_dict_for_engine
 
     _, model, tok, engine = vllm_setup
     prompts = _prompts(tok)
@@ -339,7 +338,7 @@ def test_lora_merged_weights_reach_the_engine(vllm_setup):
             if "lora_B" in name:
                 p.normal_(0.0, 0.5)  # B starts at zero: make the adapters change the model
     plain = engine.collectives
-    engine.collectives = Collectives(full_state_dict=full_state_dict_for_engine(SimpleNamespace(model=peft)))
+    engine.collectives = Collectives(full_state_dict=full_state_dict_for_engine(peft))
     try:
         for step in range(2):
             engine.load_weights(peft)

@@ -23,7 +23,8 @@ import importlib.util
 from typing import Any
 
 from rewardlab.errors import RewardlabError
-from rewardlab.rollout.base import LOCAL, Collectives, Completion, FinishReason, RolloutEngine, SamplingParams, format_prompt
+from rewardlab.rollout.base import (LOCAL, Collectives, Completion, FinishReason, RolloutEngine, SamplingParams,
+                                    format_prompt)
 from rewardlab.rollout.hf import HFEngine
 
 

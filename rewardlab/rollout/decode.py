@@ -39,9 +39,10 @@ cache, so dropping them one at a time costs more: on a hidden-768 model whose ro
 dropping at every ended row, 2.81 at a quarter (2.77 at an eighth, 2.93 at a half), 4.62 never."""
 
 Pick = Callable[[Any, Any], Any]
-"""``pick(probs (A, V), active (A,)) -> q (A, V)``: the Exp(1) draws of the live rows (``active``: their row indices)."""
+"""``pick(probs (A, V), active (A,)) -> q (A, V)``: the Exp(1) draws of the live rows (``active``: row indices)."""
 OnStep = Callable[[int, Any, Any, Any, Any, Any], Any]
-"""``on_step(t, active (A,), token (A,), logprob (A,) or None, seq (A, P + t + 1) or None, scores (A, V)) -> ended (A,)``."""
+"""``on_step(t, active (A,), token (A,), logprob (A,) or None, seq (A, P + t + 1) or None, scores (A, V))``
+-> ``ended (A,)``: which rows ended at this step's token."""
 
 
 def warpers(sampling: SamplingParams) -> list:
@@ -221,7 +222,8 @@ def decode(model: Any, start: Prefilled, steps: int, *, sampling: SamplingParams
             break
         if int((~alive).sum()) >= max(1, int(alive.shape[0] * drop_share)) and (can_drop or drop_share == 0):
             if not can_drop:  # rows that ended at once must leave: their streams may not draw again
-                raise RewardlabError("decoding that drops ended rows at once needs a KV cache with batch_select_indices")
+                raise RewardlabError("decoding that drops ended rows at once needs a KV cache with "
+                                     "batch_select_indices")
             keep = alive.nonzero().squeeze(1)  # (A',) rows that carry on
             cache.batch_select_indices(keep)
             mask, next_pos, active, alive, token = mask[keep], next_pos[keep], active[keep], alive[keep], token[keep]

@@ -150,7 +150,6 @@ class HFEngine:
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
         """Sample ``n`` completions for each prompt; returns ``len(prompts) * n`` in prompt-major order."""
-        import torch  # lazy: see the module docstring
         from transformers import GenerationConfig, LogitsProcessorList  # lazy: see the module docstring
 
         if n < 1:
@@ -173,7 +172,8 @@ class HFEngine:
             warpers = decode_warpers(sampling)
             gen_kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
         elif sampling.temperature > 0:
-            gen_kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+            gen_kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+                              top_k=sampling.top_k)
         else:
             gen_kwargs.update(do_sample=False)
         if sampling.stop:

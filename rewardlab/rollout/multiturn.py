@@ -356,7 +356,8 @@ class FeedbackEngine:
             return self.critic([qs[i] for i in indices], answers, sampling)
 
         trajs = rollout_with_feedback(self.model, self.tokenizer, prompts, n, sampling, critic=critic,
-                                      max_total_tokens=self.max_total_tokens, max_model_tokens=2 * sampling.max_new_tokens,
+                                      max_total_tokens=self.max_total_tokens,
+                                      max_model_tokens=2 * sampling.max_new_tokens,
                                       batch_size=self.batch_size)
         return [t.completion() for t in trajs]
 
@@ -464,7 +465,8 @@ def _engine_turn(engine, tok, chunk: list[Trajectory], sampling: SamplingParams,
 
 
 def _insert(t: Trajectory, ids: list[int], total: int) -> list[int]:
-    """Append inserted (not sampled) ids, cut at the ``total`` token budget, with loss mask 0; their [start, end) span."""
+    """Append inserted (not sampled) ids, cut at the ``total`` token budget, with loss mask 0; their [start, end)
+    span."""
     ids = ids[: max(0, total - len(t.token_ids))]
     start = len(t.token_ids)
     t.token_ids.extend(ids)
@@ -514,5 +516,6 @@ def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) ->
         t.finish_reason = "length"
 
 
-__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "feedback_ids", "message_ids", "observation",
+__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "feedback_ids", "message_ids",
+           "observation",
            "rollout_with_feedback", "rollout_with_tools", "run_tool", "with_tool_hint"]

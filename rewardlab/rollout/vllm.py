@@ -375,7 +375,8 @@ class VLLMEngine:
             sample = out.outputs[0]
             ids = list(sample.token_ids)
             lps = None if sample.logprobs is None else [float(step[t].logprob) for step, t in zip(sample.logprobs, ids)]
-            reason = "stop" if ids and ids[-1] in eos else ("length" if sample.finish_reason == "length" else "stop_string")
+            cut = "length" if sample.finish_reason == "length" else "stop_string"
+            reason = "stop" if ids and ids[-1] in eos else cut
             results.append((ids, lps, reason))
         self._sleep()
         return results

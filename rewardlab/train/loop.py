@@ -24,43 +24,39 @@ split, no Ray); the HF engine samples from the live training model, so there is 
 The algorithm is an ``algos.Algo`` (a preset with overrides); the few places where algorithms
 differ are marked branches. The update stage's internals are in :mod:`rewardlab.train.update`,
 the metrics row in :mod:`rewardlab.train.metrics`, model compute in :mod:`rewardlab.train.logprobs`,
-the run's plumbing (``Run``, ``Batch``, prompt stream, Ctrl-C, run name) in :mod:`rewardlab.train.runtime`. Evaluating before
-and after training is composed by the command (``rewardlab.commands.train``), not done here.
+the setup (``build_plan``, ``build_trainer``: engine, reference, optimizer, critic, options) in
+:mod:`rewardlab.train.build`, the typed run state (``Plan``, ``Trainer``, ``Run``) in :mod:`rewardlab.train.state`,
+samples and batches in :mod:`rewardlab.train.samples`, Ctrl-C and threads in :mod:`rewardlab.train.process`.
+Evaluating before and after training is composed by the command (``rewardlab.commands.train``), not done here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from transformers.utils import logging as hf_logging
 
-from rewardlab import algos, models, sandbox, tasks
+from rewardlab import algos
 from rewardlab.algos import advantages, extras
-from rewardlab.errors import RewardlabError
 from rewardlab.locks import FolderLock
-from rewardlab.logging import JsonlWriter, MetricsLogger, truncate_jsonl
 from rewardlab.plots import plot_run
 from rewardlab.rewards.length import overlong_penalty
-from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm, score_batch
-from rewardlab.rollout import Collectives, SamplingParams, format_prompt, make_engine
-from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
+from rewardlab.rewards.pool import score_batch
+from rewardlab.rollout import Completion, SamplingParams
 from rewardlab.train import distributed, feedback
-from rewardlab.train.checkpoint import (checkpoint_bytes, clean_partial, latest_checkpoint, load_trainer_state, load_weights, rng_state,
-                                        save_checkpoint, set_rng_state)
-from rewardlab.train.config import (TrainConfig, check_model, derive, describe_diff, resolve_algo,
-                                    resolve_device, save_yaml, settings_diff, to_dict, total_token_budget)
-from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers, loss_mask
-from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters
-from rewardlab.train.metrics import gen_metrics, peak_rss_mb, step_metrics, tool_metrics
-from rewardlab.train.runtime import (Batch, Interrupted, PromptStream, Run, Sample, StopFlag, build_reward, logprobs_of,
-                                     oom, oom_error, rank_rng, rollout_rows, run_dir_of, seed_everything, set_threads)
+from rewardlab.train.build import build_plan, build_run, build_trainer
+from rewardlab.train.checkpoint import checkpoint_bytes, rng_state, save_checkpoint
+from rewardlab.train.config import TrainConfig, to_dict
+from rewardlab.train.logprobs import loss_mask
+from rewardlab.train.lora import is_lora
+from rewardlab.train.metrics import gen_metrics, step_metrics, tool_metrics
+from rewardlab.train.process import Interrupted, StopFlag, oom, oom_error, set_threads
+from rewardlab.train.samples import Batch, Sample, logprobs_of
+from rewardlab.train.state import Run
 from rewardlab.train.update import update_policy
 
 _ADVANTAGE_SIGN = 1.0
@@ -93,14 +89,14 @@ def train(cfg: TrainConfig, *, on_start: Callable[[Path, int], None] | None = No
 def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, int], None] | None) -> Path:
     threads = set_threads(cfg.threads)  # before anything else touches torch's thread pools
     hf_logging.disable_progress_bar()  # HF's load/save bars would break into our progress line
-    run = plan(cfg, locks)
-    if run.start_step >= cfg.steps:
-        run.say(f"{run.run_dir}: already trained {run.start_step} steps (--steps {cfg.steps}); nothing to do")
-        return run.run_dir
-    load(run, threads)
-    if on_start is not None and run.main:
-        on_start(run.run_dir, run.start_step)
-    open_logs(run)
+    plan = build_plan(cfg, locks)
+    if plan.start_step >= cfg.steps:
+        plan.say(f"{plan.run_dir}: already trained {plan.start_step} steps (--steps {cfg.steps}); nothing to do")
+        return plan.run_dir
+    trainer = build_trainer(plan, threads)
+    if on_start is not None and plan.main:
+        on_start(plan.run_dir, plan.start_step)
+    run = build_run(plan, trainer)  # the logs open, then (resuming) this rank's RNG state is restored
 
     step = last_saved = run.start_step
     t_run = time.perf_counter()
@@ -118,8 +114,7 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
                     run.log.log(step, step_metrics(run, batch, update, t_step, cpu_step))
                 else:
                     log_skipped(run, step, batch, t_step)
-                if run.rollout_log is not None:
-                    run.rollout_log.write_many(rollout_rows(step, batch.generated, batch.kept))
+                run.rollout_log.write(step, batch)
                 if step % cfg.save_every == 0 or step == cfg.steps:
                     save(run, step)
                     last_saved = step
@@ -127,8 +122,7 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
                 save(run, step)
     finally:
         run.log.close()
-        if run.rollout_log is not None:
-            run.rollout_log.close()
+        run.rollout_log.close()
 
     run.say(f"trained steps {run.start_step + 1}..{step} in {time.perf_counter() - t_run:.0f} s; "
             f"checkpoint {run.run_dir / 'checkpoints'}")
@@ -139,195 +133,6 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
         plot_run(run.run_dir)
     distributed.destroy()
     return run.run_dir
-
-
-# --- setup: sizes, run directory, resume point (everything a typo can break, before any model loads) ---
-
-
-def plan(cfg: TrainConfig, locks: list[FolderLock]) -> Run:
-    device_name = resolve_device(cfg.device)  # --device cuda without CUDA: one line, before anything heavy
-    dist = distributed.init()
-    algo = resolve_algo(cfg)
-    sizes = derive(cfg, world_size=dist.world_size, mini_batches=algo.mini_batches)
-    run_dir = run_dir_of(cfg)
-    check_model(cfg.model)
-    rows = tasks.load_task(cfg.task, "train", limit=cfg.task_limit, seed=cfg.seed)
-    if not rows:
-        raise RewardlabError(f"task {cfg.task!r} has no training rows")
-    for r in rows:
-        if r.prompt in (None, "", []) or r.reference is None:
-            raise RewardlabError(f"task {cfg.task!r} row {r.id!r} has no {'prompt' if not r.prompt else 'reference'}; "
-                                 "every row needs a prompt and a reference answer")
-    reward_fn, main_reward = build_reward(cfg, rows)
-
-    lock_error = None
-    if dist.is_main:  # one writer per run directory, for the whole run (the kernel drops the lock on any exit)
-        try:
-            locks.append(FolderLock(run_dir, "training run",
-                                    hint="wait for it to finish (rerun then to resume), or pick another --output-dir"))
-        except RewardlabError as e:
-            lock_error = str(e)
-    lock_error = distributed.broadcast_object(lock_error)
-    if lock_error:
-        raise RewardlabError(lock_error)
-    if dist.is_main:
-        clean_partial(run_dir)
-    distributed.barrier()
-    ckpt = latest_checkpoint(run_dir)
-    state = load_trainer_state(ckpt) if ckpt is not None else None
-    if state is not None and (changed := settings_diff(state.get("config", {}), cfg)):
-        raise RewardlabError(f"{run_dir} holds a run with different settings ({describe_diff(changed)}); "
-                             "rerun with the saved settings to resume, or pick a new --output-dir")
-    device = torch.device(device_name)
-    if device.type == "cuda" and dist.world_size > 1:
-        device = dist.device
-    return Run(cfg=cfg, algo=algo, sizes=sizes, dist=dist, run_dir=run_dir, rows=rows, reward_fn=reward_fn,
-               main_reward=main_reward, ckpt=ckpt, state=state, start_step=int(state["step"]) if state else 0, device=device,
-               correction=algo.rollout_correction())
-
-
-# --- setup: model, reference, optimizer, engine, data ---
-
-
-def load(run: Run, threads: int | None) -> None:
-    cfg, algo, dist, state, ckpt = run.cfg, run.algo, run.dist, run.state, run.ckpt
-    run.say(f"rewardlab train: {cfg.algo} on {cfg.task}, model {cfg.model or models.DEFAULT_MODEL}, "
-            f"{dist.world_size} rank(s) on {run.device.type}, threads {threads or torch.get_num_threads()}")
-    run.say(run.sizes.describe())
-    run.say(f"  run directory               {run.run_dir}" + (f"  (resuming from {ckpt.name})" if ckpt else ""))
-    pool_ready = prewarm(run.reward_fn, cfg.reward_workers)  # reward workers start while the model loads (not before the lock)
-    seed_everything(cfg.seed + dist.rank)
-    # bf16 on GPU: fp32 master weights + bf16 autocast (dtype auto); --dtype bfloat16 = pure bf16 weights
-    model, run.tok = models.load_model(cfg.model, dtype="float32" if cfg.dtype == "auto" else cfg.dtype, device="cpu")
-    if run.main:  # after the model loads: a start that fails before this leaves a new run directory empty (removed)
-        save_yaml(run.run_dir / "config.yaml", cfg, derived=run.sizes, algo=algo)
-    if run.device.type == "cuda" and cfg.dtype == "auto":
-        run.autocast = torch.autocast("cuda", dtype=torch.bfloat16)
-    if algo.beta > 0 or algo.loss == "dpo":  # reference model only when the KL term (or DPO) needs it
-        run.ref_model = copy.deepcopy(model).eval().requires_grad_(False).to(run.device)
-    start = run.ref_model  # --feedback ref: the critic is a frozen copy of the starting policy
-    if cfg.feedback == "ref" and start is None:
-        start = copy.deepcopy(model).eval().requires_grad_(False)
-    n_trainable = freeze_to_top_layers(model, cfg.train_top_layers)
-    if cfg.lora_rank:  # --- LoRA (peft): adapters only, in the top --train-top-layers blocks (0 = all) ---
-        model = apply_lora(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_targets, cfg.lora_dropout,
-                           top_layers=cfg.train_top_layers)
-        n_trainable = trainable_parameters(model)
-    if ckpt is not None:  # after LoRA: an adapter checkpoint loads into the PEFT model
-        load_weights(model, ckpt)
-    if cfg.train_top_layers and run.sizes.off_policy and dist.world_size == 1:
-        blocks = decoder_blocks(model)
-        if blocks is not None and cfg.train_top_layers < len(blocks):
-            run.prefix = FrozenPrefix(blocks, cfg.train_top_layers)
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.config.use_cache = False
-    run.model = distributed.wrap_model(model, dist) if dist.world_size > 1 else model.to(run.device)  # FSDP2 shards
-    params = [p for p in run.model.parameters() if p.requires_grad]
-    run.optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                                      weight_decay=cfg.weight_decay)
-    if algo.critic is not None:  # --- PPO: a value model and its own optimizer ---
-        load_critic(run, model)
-    make_options(run)
-    if pool_ready is not None and not pool_ready.wait(STARTUP_TIMEOUT):  # no step is graded on a cold reward pool
-        run.say(f"  reward workers not ready after {STARTUP_TIMEOUT:g} s: the first items may time out (phase startup)")
-    warm = max(0, cfg.warmup_steps)
-    run.scheduler = torch.optim.lr_scheduler.LambdaLR(run.optimizer,
-                                                      lambda k: min(1.0, (k + 1) / (warm + 1)) if warm else 1.0)
-    if state is not None:  # collective under FSDP: every rank loads, rank 0's full state is broadcast and sharded
-        distributed.load_optimizer_state_dict(run.model, run.optimizer, state["optimizer"])
-        run.scheduler.load_state_dict(state["scheduler"])
-        if run.critic is not None:
-            run.critic.load_saved(state["critic"])
-            run.critic_opt.load_state_dict(state["critic_optimizer"])
-        for name, obj in option_states(run).items():
-            obj.load_state_dict(state["options"][name])
-    where = f"top {cfg.train_top_layers} blocks" if cfg.train_top_layers else "all blocks"
-    run.say(f"  trainable parameters        {n_trainable / 1e6:.2f} M"
-            + (f" (LoRA rank {cfg.lora_rank}, alpha {cfg.lora_alpha:g}, {where})" if cfg.lora_rank else
-               f" (top {cfg.train_top_layers} blocks + final norm)" if cfg.train_top_layers else " (all)"))
-    if cfg.rollout == "hf":
-        engine_kw: dict[str, Any] = {"batch_size": cfg.rollout_batch_size}
-    else:  # the vLLM engine borrows the trainer's collectives (rollout never imports rewardlab.train)
-        engine_kw = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization, "enable_sleep_mode": cfg.vllm_sleep_mode,
-                     "seed": cfg.seed, "collectives": Collectives(
-                         world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
-                         full_state_dict=full_state_dict_for_engine(run), on_destroy=distributed.on_destroy)}
-    run.engine = make_engine(cfg.rollout, run.model, run.tok, **engine_kw)
-    if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
-        run.engine = ToolEngine(run.model, run.tok, execute=sandbox.execute, max_turns=cfg.max_turns,
-                                max_total_tokens=total_token_budget(cfg), tool_timeout_s=cfg.tool_timeout,
-                                max_output_chars=cfg.tool_output_chars, batch_size=cfg.rollout_batch_size,
-                                engine=run.engine if cfg.rollout == "vllm" else None,
-                                observation_format=cfg.tool_format,
-                                episode_timeout_s=cfg.tool_episode_timeout or None)
-    elif cfg.feedback != "none":  # --- a critic that talks back: feedback, then a second answer ---
-        run.engine = feedback.feedback_engine(run, start)
-    run.say(f"  peak memory after loading   {peak_rss_mb():.0f} MiB RSS (memory/peak_rss_mb in every metrics row)")
-    run.stream = PromptStream(len(run.rows), cfg.seed)
-    if state is not None:
-        run.stream.load(state["data"])
-
-
-def full_state_dict_for_engine(run: Run) -> Callable[..., Any]:
-    """What vLLM loads after each update: the full weights, merged with the LoRA adapters when LoRA is on."""
-    if not is_lora(run.model):
-        return distributed.full_state_dict
-    return lambda m, cpu=True: merged_state_dict(m, distributed.full_state_dict(m, cpu=cpu))
-
-
-def make_options(run: Run) -> None:
-    """The write-ups' stateful options (docs/algorithms.md, "Ideas from popular descriptions"), when on."""
-    algo, cfg = run.algo, run.cfg
-    if algo.clip_adapt == "kl":
-        run.clip_adapt = extras.AdaptiveClip(algo.eps_low, algo.eps_high, alpha=algo.clip_adapt_alpha,
-                                             kl_target=algo.clip_adapt_target, eps_min=algo.clip_adapt_min,
-                                             eps_max=algo.clip_adapt_max)
-    if algo.reward_norm == "ema":
-        run.reward_norm = extras.EmaRewardNorm(decay=algo.reward_norm_decay)
-    if algo.group_size_policy == "variance":
-        if run.dist.world_size > 1:
-            raise RewardlabError("--group-size-policy variance runs in one process for now (not under torchrun)")
-        run.group_sizes = extras.GroupSizePolicy(cfg.group_size, algo.group_size_min, algo.group_size_max,
-                                                 algo.group_size_threshold, algo.group_size_warmup)
-
-
-def option_states(run: Run) -> dict[str, Any]:
-    """The options whose state a checkpoint carries, by name."""
-    named = {"clip_adapt": run.clip_adapt, "reward_norm": run.reward_norm, "group_sizes": run.group_sizes}
-    return {k: v for k, v in named.items() if v is not None}
-
-
-def load_critic(run: Run, model: Any) -> None:
-    """PPO's value model: a head on the policy's trunk (shared), on a copy of the policy (separate), or on another model."""
-    from rewardlab.train.critic import ValueModel
-
-    algo, cfg = run.algo, run.cfg
-    if run.dist.world_size > 1:
-        raise RewardlabError("--critic (PPO) runs in one process for now; it is not wired for torchrun / FSDP")
-    if algo.critic == "shared":
-        run.critic = ValueModel.shared(run.model, detach_below=algo.critic_detach_below, seed=cfg.seed)
-    else:
-        source = copy.deepcopy(model).to(run.device) if algo.critic == "separate" else algo.critic
-        run.critic = ValueModel.separate(source, detach_below=algo.critic_detach_below, device=run.device, seed=cfg.seed)
-    run.critic.to(run.device)
-    run.critic_opt = torch.optim.AdamW(run.critic.parameters_to_train(), lr=algo.critic_lr or cfg.lr,
-                                       betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay)
-    run.say(f"  critic                      {algo.critic} (value head"
-            + (f", value gradients in the top {algo.critic_detach_below} blocks" if algo.critic_detach_below else "")
-            + ")")
-
-
-def open_logs(run: Run) -> None:
-    cfg = run.cfg
-    if run.main:
-        truncate_jsonl(run.run_dir / "metrics.jsonl", run.start_step)
-        truncate_jsonl(run.run_dir / "rollouts.jsonl", run.start_step)
-    run.rollout_log = JsonlWriter(run.run_dir / "rollouts.jsonl") if run.main else None
-    run.log = MetricsLogger(run.run_dir, total_steps=cfg.steps, start_step=run.start_step, enabled=run.main,
-                            progress=cfg.progress, tensorboard=cfg.tensorboard, wandb=cfg.wandb, config=to_dict(cfg))
-    if run.state is not None:  # last: nothing above may shift the random streams on resume
-        set_rng_state(rank_rng(run.state, run.dist.rank, run.dist.world_size))
 
 
 # --- rollout and reward (with DAPO's dynamic sampling) ---
@@ -362,34 +167,30 @@ def rollout_and_score(run: Run, step: int) -> Batch:
     return batch
 
 
-def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], list[str], list[Any]]:
+def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], list[str], list[Completion]]:
     """This rank's share of the next prompts, their rendered texts, and G completions of each."""
     cfg = run.cfg
     t0 = time.perf_counter()
     mine = distributed.shard(run.stream.take(cfg.prompts_per_step), run.dist)  # same picks on every rank
-    prompt_texts = [render(run, run.rows[i]) for i, _ in mine]
+    rows = [run.rows[i] for i, _ in mine]
+    prompt_texts = [run.trainer.render(row) for row in rows]
     seed = (cfg.seed * 1_000_003 + step * 1_009 + batch.gen_round * 17 + run.dist.rank) % (2**31)
     sampling = SamplingParams(seed=seed, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                               top_p=cfg.top_p, top_k=cfg.top_k)
-    # FSDP + HF engine: full weights while sampling (vLLM holds its own copy)
-    gather = distributed.gathered_params(run.model) if cfg.rollout == "hf" else contextlib.nullcontext()
+    sample = run.trainer.sampler  # the engine, with full weights gathered while it samples (FSDP + HF engine)
     try:
-        with gather:
-            if cfg.feedback != "none":  # the critic is shown the question, not the rendered prompt
-                outs = run.engine.generate(prompt_texts, cfg.group_size, sampling,
-                                           questions=[feedback.question_of(run.rows[i]) for i, _ in mine])
-            elif run.group_sizes is None:
-                outs = run.engine.generate(prompt_texts, cfg.group_size, sampling)
-            else:  # --- variance-driven group size: one engine call per distinct G, in prompt order ---
-                sizes = run.group_sizes.sizes([run.rows[i].id for i, _ in mine], step)
-                outs = [None] * len(mine)
-                for g in sorted(set(sizes)):
-                    idx = [k for k, n in enumerate(sizes) if n == g]
-                    for c in run.engine.generate([prompt_texts[k] for k in idx], g, sampling):
-                        c.prompt_index = idx[c.prompt_index]
-                        outs[c.prompt_index] = (outs[c.prompt_index] or []) + [c]
-                outs = [c for per_prompt in outs for c in per_prompt]
-                batch.target = sum(sizes)
+        if run.group_sizes is None:
+            outs = sample(prompt_texts, rows, cfg.group_size, sampling)
+        else:  # --- variance-driven group size: one engine call per distinct G, in prompt order ---
+            sizes = run.group_sizes.sizes([row.id for row in rows], step)
+            per_prompt: list[list[Completion]] = [[] for _ in mine]
+            for g in sorted(set(sizes)):
+                idx = [k for k, n in enumerate(sizes) if n == g]
+                for c in sample([prompt_texts[k] for k in idx], [rows[k] for k in idx], g, sampling):
+                    c.prompt_index = idx[c.prompt_index]
+                    per_prompt[c.prompt_index].append(c)
+            outs = [c for cs in per_prompt for c in cs]
+            batch.target = sum(sizes)
     except RuntimeError as e:
         if oom(e):
             raise oom_error("generation") from None
@@ -403,24 +204,15 @@ def greedy_baselines(run: Run, mine: list[tuple[int, int]], prompt_texts: list[s
     """ReMax: one greedy completion per prompt, scored like the samples; its reward is the group's baseline."""
     t0 = time.perf_counter()
     greedy = SamplingParams(max_new_tokens=run.cfg.max_new_tokens, temperature=0.0)
-    gather = distributed.gathered_params(run.model) if run.cfg.rollout == "hf" else contextlib.nullcontext()
-    with gather:
-        outs = run.engine.generate(prompt_texts, 1, greedy)
+    outs = run.trainer.sampler(prompt_texts, [run.rows[i] for i, _ in mine], 1, greedy)
     batch.timings["time/generate"] += time.perf_counter() - t0
     baseline = {s.group: s.score for s in score(run, mine, prompt_texts, outs, batch)}  # every rank's groups
     for s in scored:
         s.baseline = baseline[s.group]
 
 
-def render(run: Run, row: Any) -> str:
-    prompt = with_tool_hint(row.prompt) if run.cfg.tools != "none" else row.prompt
-    if run.cfg.system_prompt:
-        msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-        prompt = [{"role": "system", "content": run.cfg.system_prompt}] + msgs
-    return format_prompt(run.tok, prompt)
-
-
-def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: list[Any], batch: Batch) -> list[Sample]:
+def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: list[Completion],
+          batch: Batch) -> list[Sample]:
     """Grade this rank's completions in the reward pool, gather every rank's, add DAPO's overlong shaping."""
     cfg, algo = run.cfg, run.algo
     t0 = time.perf_counter()
@@ -438,8 +230,8 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
             info=res.info, gen_round=batch.gen_round, rollout_logprobs=logprobs_of(c), loss_mask=c.loss_mask,
             turns=c.turns, tool_calls=c.tool_calls, answer=c.answer_text,
         ))
-    if cfg.feedback != "none":  # --- dual-agent: the first answer's reward too (the improvement is logged) ---
-        feedback.grade_first_attempts(run, local)
+    if run.trainer.grade_first is not None:  # --- dual-agent: the first answer's reward too (improvement logged) ---
+        run.trainer.grade_first(run, local)
     scored = [s for part in distributed.gather_objects(local) for s in part]  # every rank: all
     batch.generated_tokens += sum(s.model_tokens for s in scored)
     if algo.overlong and algo.overlong_factor > 0:  # --- DAPO: soft overlong punishment, added to the reward ---
@@ -511,9 +303,6 @@ def old_values(run: Run, kept: list[Sample], width: int) -> torch.Tensor:
     return out
 
 
-# --- update: rewardlab/train/update.py (update_policy: old/ref log-probs, then the optimizer steps) ---
-
-
 # --- log: rewardlab/train/metrics.py (step_metrics: the metrics.jsonl row); a skipped step logs here ---
 
 
@@ -523,8 +312,8 @@ def log_skipped(run: Run, step: int, batch: Batch, t_step: float) -> None:
     reason = (f"no group had reward variance in {batch.gen_round} generation round(s) of {cfg.prompts_per_step} "
               f"prompts (--max-gen-batches {cfg.max_gen_batches}); no update this step")
     run.log.message(f"step {step}: skipped: {reason}")
-    run.log.log(step, {**gen_metrics(run, batch), **tool_metrics(run, batch.generated), "skip_reason": reason, "lr": run.scheduler.get_last_lr()[0],
-                       **batch.timings, "time/step": time.perf_counter() - t_step})
+    run.log.log(step, {**gen_metrics(run, batch), **tool_metrics(run, batch.generated), "skip_reason": reason,
+                       "lr": run.scheduler.get_last_lr()[0], **batch.timings, "time/step": time.perf_counter() - t_step})
 
 
 # --- checkpoint ---
@@ -540,16 +329,15 @@ def save(run: Run, step: int) -> None:
         "rng_per_rank": rngs, "data": run.stream.state(), "config": to_dict(run.cfg),
         "world_size": run.dist.world_size,
     }
-    if run.critic is not None:  # PPO: the value head (and a separate critic's trunk) with its optimizer
-        trainer_state["critic"] = run.critic.state_dict_to_save()
-        trainer_state["critic_optimizer"] = run.critic_opt.state_dict()
-    trainer_state["options"] = {name: obj.state_dict() for name, obj in option_states(run).items()}
+    if run.trainer.critic is not None:  # PPO: the value head (and a separate critic's trunk) with its optimizer
+        trainer_state["critic"] = run.trainer.critic.model.state_dict_to_save()
+        trainer_state["critic_optimizer"] = run.trainer.critic.optimizer.state_dict()
+    trainer_state["options"] = {name: obj.state_dict() for name, obj in run.trainer.options.states().items()}
     if run.main:
         path = save_checkpoint(run.run_dir, step, run.model, run.tok, trainer_state, state_dict=full,
                                keep=run.cfg.keep_checkpoints,
                                merged=is_lora(run.model) and (run.cfg.save_merged or step == run.cfg.steps))
-        if run.log is not None:
-            run.log.message(f"checkpoint {path.name}: {checkpoint_bytes(path) / 2**20:.1f} MiB")
+        run.log.message(f"checkpoint {path.name}: {checkpoint_bytes(path) / 2**20:.1f} MiB")
     distributed.barrier()
 
 

@@ -1,230 +1,47 @@
-"""The run's plumbing, kept out of the loop's page: threads and seeds, the prompt stream, the scored
-sample, what the stages share (``Run``, ``Batch``), the reward a run grades with, the run folder's name, Ctrl-C handling, rollout rows.
+"""The run's plumbing, kept out of the loop's page: the reward a run grades with, the run folder's name,
+this rank's RNG state on resume, the engine-vs-trainer log-prob mismatch.
+
+The rest of the plumbing has a module per subject, re-exported here (their import path of old):
+:mod:`~rewardlab.train.state` (``Plan``, ``Trainer``, ``Run``), :mod:`~rewardlab.train.samples`
+(``PromptStream``, ``Sample``, ``Batch``, rollout rows), :mod:`~rewardlab.train.process` (threads,
+seeds, Ctrl-C, out-of-memory errors).
 """
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import sys
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from rewardlab import algos
 from rewardlab.errors import RewardlabError
-from rewardlab.logging import JsonlWriter
 from rewardlab.models import DEFAULT_MODEL
 from rewardlab.rewards import get_reward
 from rewardlab.rewards.combine import Combined
+from rewardlab.rewards.judge import JUDGE_REWARDS, build_judge
 from rewardlab.rollout.vllm import logprob_mismatch  # imports torch only; vLLM itself loads when an engine starts
-from rewardlab.train import distributed
-from rewardlab.train.config import Derived, TrainConfig
-from rewardlab.train.logprobs import FrozenPrefix
-
-
-def default_threads() -> int | None:
-    """1 thread on machines with <= 4 cores (extra OpenMP threads there fight other processes and
-    run 5-10x slower, see docs/platform.md); otherwise None = leave torch's default."""
-    n = os.cpu_count() or 1
-    return 1 if n <= 4 else None
-
-
-def set_threads(threads: int | None) -> int | None:
-    """Fix the CPU thread count of this process (and, through the environment, of the processes it
-    starts: reward workers, a vLLM engine); call it before torch does any work."""
-    n = threads if threads is not None else default_threads()
-    if n is None:
-        return None
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(n)
-    torch.set_num_threads(n)
-    try:
-        torch.set_num_interop_threads(n)
-    except RuntimeError:  # only settable once per process, before any inter-op work
-        pass
-    return n
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
-
-
-@dataclass
-class PromptStream:
-    """An endless, seeded, epoch-shuffled stream of task rows whose position is checkpointable."""
-
-    num_rows: int
-    seed: int
-    epoch: int = 0
-    index: int = 0
-    drawn: int = 0
-    """Prompts drawn so far; also the source of unique group (prompt) ids."""
-    _order: list[int] = field(default_factory=list, repr=False)
-
-    def _perm(self) -> list[int]:
-        return np.random.RandomState((self.seed * 1_000_003 + self.epoch) % (2**32)).permutation(self.num_rows).tolist()
-
-    def take(self, k: int) -> list[tuple[int, int]]:
-        """The next ``k`` prompts as ``(row index, group id)``."""
-        out = []
-        for _ in range(k):
-            if not self._order:
-                self._order = self._perm()
-            if self.index >= self.num_rows:
-                self.epoch, self.index = self.epoch + 1, 0
-                self._order = self._perm()
-            out.append((self._order[self.index], self.drawn))
-            self.index += 1
-            self.drawn += 1
-        return out
-
-    def state(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index, "drawn": self.drawn}
-
-    def load(self, state: dict[str, int]) -> None:
-        self.epoch, self.index, self.drawn = state["epoch"], state["index"], state["drawn"]
-        self._order = self._perm()
-
-
-@dataclass
-class Sample:
-    """One scored completion, as the update stage sees it."""
-
-    group: int
-    row: Any
-    prompt_text: str
-    prompt_ids: list[int]
-    token_ids: list[int]
-    text: str
-    finish_reason: str
-    score: float  # total reward incl. shaping
-    task_score: float | None  # the task reward alone (dynamic sampling's metric)
-    components: dict[str, float | None]
-    info: dict[str, Any]
-    overlong: float = 0.0
-    advantage: float | list[float] = 0.0
-    """One advantage for every token (group z-score, RLOO, ...) or one per token (REINFORCE++ with gamma < 1)."""
-    gen_round: int = 0
-    baseline: float | None = None
-    """ReMax: the reward of the prompt's greedy completion (the baseline subtracted from the score)."""
-    values: list[float] | None = None
-    """PPO: the critic's value before each response token, before the update (the clipped value loss's anchor)."""
-    returns: list[float] | None = None
-    """PPO: GAE's per-token returns (the value targets)."""
-    bog: bool = False
-    """Best-of-group option: this is its group's unique best completion (its NLL joins the loss)."""
-    group_mean: float = 0.0
-    """The mean reward of the sample's group (the value_group_coef option's target)."""
-    loss_mask: list[int] | None = None
-    """Tool rollouts: 1 at each token the model sampled, 0 at inserted observation tokens (None: all sampled)."""
-    turns: list[dict] | None = None
-    """Tool rollouts: the trajectory's turns (token spans, code, tool status; ``rewardlab.rollout.multiturn``)."""
-    tool_calls: int = 0
-    first_score: float | None = None
-    """--feedback: the task reward of the first answer (before the critic's feedback)."""
-    answer: str | None = None
-    """Tool rollouts: the model's last turn, the text the reward graded (None: ``text``)."""
-    rollout_logprobs: list[float] | None = None
-    """The rollout engine's log-prob of each token in ``token_ids`` under the distribution it sampled
-    from. Logged against the trainer's own log-probs (``rollout/*`` metrics); rollout correction
-    weights the loss by their ratio, and bypass mode uses them as old log-probs."""
-
-    @property
-    def model_tokens(self) -> int:
-        """Tokens the model sampled (a tool rollout's observations excluded): what lengths and budgets count."""
-        return len(self.token_ids) if self.loss_mask is None else sum(self.loss_mask)
-
-
-
-@dataclass
-class Run:
-    """What the stages share: the settings, the resume point, and (after :func:`load`) the model and its tools."""
-
-    cfg: TrainConfig
-    algo: algos.Algo
-    sizes: Derived
-    dist: distributed.DistInfo
-    run_dir: Path
-    rows: list[Any]
-    reward_fn: Any
-    main_reward: str
-    ckpt: Path | None
-    state: dict[str, Any] | None
-    start_step: int
-    model: Any = None
-    tok: Any = None
-    ref_model: Any = None
-    prefix: FrozenPrefix | None = None
-    autocast: Any = None
-    device: Any = None
-    optimizer: Any = None
-    scheduler: Any = None
-    engine: Any = None
-    stream: PromptStream | None = None
-    log: Any = None
-    rollout_log: JsonlWriter | None = None
-    correction: Any = None
-    """``--correction``: the ``rewardlab.algos.correction.Correction`` in force (None = off), resolved once."""
-    critic: Any = None
-    """PPO's value model (``rewardlab.train.critic.ValueModel``), with its own optimizer ``critic_opt``."""
-    critic_opt: Any = None
-    clip_adapt: Any = None
-    """``--clip-adapt kl``: the KL-adaptive clip range (``rewardlab.algos.extras.AdaptiveClip``)."""
-    reward_norm: Any = None
-    """``--reward-norm ema``: the global EMA reward normaliser (``rewardlab.algos.extras.EmaRewardNorm``)."""
-    group_sizes: Any = None
-    """``--group-size-policy variance``: per-prompt group sizes (``rewardlab.algos.extras.GroupSizePolicy``)."""
-
-    @property
-    def main(self) -> bool:
-        return self.dist.is_main
-
-    def say(self, msg: str) -> None:
-        if self.main:
-            print(msg, flush=True)
-
-
-@dataclass
-class Batch:
-    """One step's completions: every one generated, and those kept for the update."""
-
-    target: int
-    kept: list[Sample] = field(default_factory=list)
-    generated: list[Sample] = field(default_factory=list)
-    gen_round: int = 0
-    groups_seen: int = 0
-    groups_zero_std: int = 0
-    generated_tokens: int = 0
-    step: int = 0
-    timings: dict[str, float] = field(default_factory=lambda: {"time/generate": 0.0, "time/reward": 0.0})
-
-
-def oom(e: BaseException) -> bool:
-    return "out of memory" in str(e).lower() or type(e).__name__ == "OutOfMemoryError"
-
-
-def oom_error(where: str) -> RewardlabError:
-    return RewardlabError(
-        f"out of memory during {where}; lower --micro-batch-size or --max-new-tokens, "
-        "add --gradient-checkpointing, or train fewer layers with --train-top-layers"
-    )
+from rewardlab.train.config import TrainConfig
+from rewardlab.train.process import (Interrupted, StopFlag, default_threads, oom, oom_error, seed_everything,
+                                     set_threads)
+from rewardlab.train.samples import Batch, PromptStream, Sample, logprobs_of, rollout_rows, turn_rows
+from rewardlab.train.state import Plan, Run, Trainer
 
 
 def build_reward(cfg: TrainConfig, rows: list[Any]) -> tuple[Any, str]:
     """The reward the run scores with: the task's (or --reward) main reward, plus optional format
-    component, combined with weights. Returns ``(reward, main component name)``."""
+    component, combined with weights. Returns ``(reward, main component name)``. ``--reward judge``
+    (or ``hybrid``: ``--judge-rule`` first) is an LLM judge built from the ``--judge-*`` settings."""
     name = cfg.reward or (rows[0].meta or {}).get("reward")
     if not name:
         raise RewardlabError(f"task {cfg.task!r} names no default reward; pass --reward math (or code, or a dotted path)")
-    main = get_reward(name)
+    if name in JUDGE_REWARDS:
+        main = build_judge(name, url=cfg.judge_url, model=cfg.judge_model,
+                           rule=get_reward(cfg.judge_rule) if name == "hybrid" else None,
+                           system_file=cfg.judge_system, template_file=cfg.judge_template, extract=cfg.judge_extract,
+                           deadline=cfg.judge_deadline, concurrency=cfg.judge_concurrency, cache_path=cfg.judge_cache,
+                           failure_score=cfg.judge_failure_score)
+    else:
+        main = get_reward(name)
     if cfg.format_weight == 0:
         return main, name
     parts = {name: (main, 1.0), "format": (get_reward("format"), cfg.format_weight)}
@@ -247,76 +64,6 @@ def _run_name(cfg: TrainConfig) -> str:
     return f"{cfg.algo}-{task}-{tag}".replace("/", "_").replace(":", "_")
 
 
-class Interrupted(KeyboardInterrupt):
-    """Raised by :func:`train` after a Ctrl-C (or SIGTERM) stop, once the checkpoint is saved.
-
-    ``exit_code`` is the shell's convention for the signal: 130 for Ctrl-C, 143 for SIGTERM.
-    """
-
-    def __init__(self, signum: int, step: int, run_dir: Path):
-        super().__init__(f"stopped after step {step} with its checkpoint saved; rerun the same command to resume"
-                         f" from {run_dir}")
-        self.signum, self.step, self.run_dir = signum, step, run_dir
-        self.exit_code = 128 + int(signum)
-
-
-def _hard_exit(code: int, why: str) -> None:
-    """Leave now: flush what was printed, then ``os._exit`` (no cleanup that could hang)."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.write(f"aborted ({why})\n")
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
-
-
-class StopFlag:
-    """First Ctrl-C (or SIGTERM): finish the current step, save, exit 130 (143). Second Ctrl-C: abort
-    now (KeyboardInterrupt, and a hard exit if unwinding has not finished ``ABORT_GRACE_S`` later, e.g.
-    because a hung reward thread holds up the exit). A third Ctrl-C exits at once."""
-
-    ABORT_GRACE_S = 5.0
-
-    def __init__(self, log: Any):
-        self.requested = False
-        self.signum: int | None = None
-        self._aborting = False
-        self._log = log
-        self._old: dict[int, Any] = {}
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.requested and signum == signal.SIGINT:
-            if self._aborting:
-                _hard_exit(130, "third Ctrl-C")
-            self._aborting = True
-            timer = threading.Timer(self.ABORT_GRACE_S, _hard_exit,
-                                    (130, f"shutdown did not finish within {self.ABORT_GRACE_S:g} s of the second Ctrl-C"))
-            timer.daemon = True
-            timer.start()
-            raise KeyboardInterrupt
-        if self.requested:
-            return
-        self.requested, self.signum = True, signum
-        self._log("stopping after this step and saving a checkpoint (Ctrl-C again to abort without saving)")
-
-    def agreed(self, reduce_max: Any) -> bool:
-        """Whether any rank was asked to stop (``reduce_max`` = ``distributed.all_reduce_max``): all
-        ranks leave the loop after the same step, so the final save's collectives match."""
-        if bool(reduce_max(int(self.requested))) and not self.requested:
-            self.requested, self.signum = True, signal.SIGINT
-        return self.requested
-
-    def __enter__(self) -> "StopFlag":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._old[sig] = signal.signal(sig, self._handler)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
 def mean_or_none(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
@@ -331,18 +78,7 @@ def rank_rng(state: dict[str, Any], rank: int, world_size: int) -> dict[str, Any
     return state["rng"]
 
 
-def _mean_advantage(adv: float | list[float]) -> float:
-    """A row's advantage for rollouts.jsonl: the value, or the mean of per-token advantages."""
-    return sum(adv) / len(adv) if isinstance(adv, list) and adv else float(adv or 0.0)
-
-
-def logprobs_of(completion: Any) -> list[float] | None:
-    """The engine's sampled-token log-probs of a completion (vLLM sets ``logprobs``), else None."""
-    lps = getattr(completion, "logprobs", None)
-    return None if lps is None else [float(x) for x in lps]
-
-
-def micro_mismatch(train_lp: Any, micro: list[Sample], mask: Any) -> tuple[float, dict[str, float]]:
+def micro_mismatch(train_lp: torch.Tensor, micro: list[Sample], mask: torch.Tensor) -> tuple[float, dict[str, float]]:
     """``(masked token count, rewardlab.rollout.vllm.logprob_mismatch(...))`` for one micro-batch."""
     return float(mask.sum()), logprob_mismatch(train_lp, [s.rollout_logprobs or [] for s in micro], mask)
 
@@ -359,45 +95,6 @@ def combine_mismatch(parts: list[tuple[float, dict[str, float]]]) -> dict[str, f
     }
 
 
-def rollout_rows(step: int, samples: list[Sample], kept: list[Sample]) -> list[dict[str, Any]]:
-    """The ``rollouts.jsonl`` rows of one step: every generated completion, kept (trained on) or dropped."""
-    kept_ids = {id(s) for s in kept}
-    return [
-        {
-            "step": step, "gen_round": s.gen_round, "group": s.group, "row_id": s.row.id,
-            "prompt": s.prompt_text, "completion": s.text, "reference": _jsonable(s.row.reference),
-            "reward": s.score, "components": s.components, "overlong_penalty": s.overlong,
-            "advantage": _mean_advantage(s.advantage) if id(s) in kept_ids else None, "kept": id(s) in kept_ids,
-            "finish_reason": s.finish_reason, "length": len(s.token_ids), "info": s.info,
-            **({} if s.turns is None else {"answer": s.answer, "model_tokens": s.model_tokens,
-                                           "tool_calls": s.tool_calls, "turns": turn_rows(s)}),
-        }
-        for s in samples
-    ]
-
-
-def turn_rows(s: Sample) -> list[dict[str, Any]]:
-    """A tool rollout's turns for rollouts.jsonl: each model turn's sampled token ids, then its tool call
-    (code, status, the observation's inserted token ids)."""
-    out: list[dict[str, Any]] = []
-    for turn in s.turns or []:
-        a, b = turn["sampled"]
-        out.append({"role": "model", "token_ids": s.token_ids[a:b]})
-        if turn.get("feedback") is not None:  # --feedback: the critic's turn, inserted
-            o0, o1 = turn["observation"]
-            out.append({"role": "critic", "feedback": turn["feedback"], "token_ids": s.token_ids[o0:o1]})
-        elif turn.get("observation") is not None:
-            o0, o1 = turn["observation"]
-            out.append({"role": "tool", "code": turn["code"], "status": turn["status"],
-                        "truncated": turn.get("truncated", False), "token_ids": s.token_ids[o0:o1]})
-    return out
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, (str, int, float, bool, type(None), list, dict)):
-        return x
-    return str(x)
-
-
-__all__ = ["Batch", "Interrupted", "PromptStream", "Run", "Sample", "StopFlag", "build_reward", "default_threads", "run_dir_of",
-           "seed_everything", "set_threads"]
+__all__ = ["Batch", "Interrupted", "Plan", "PromptStream", "Run", "Sample", "StopFlag", "Trainer", "build_reward",
+           "combine_mismatch", "default_threads", "logprobs_of", "mean_or_none", "micro_mismatch", "oom", "oom_error",
+           "rank_rng", "rollout_rows", "run_dir_of", "seed_everything", "set_threads", "turn_rows"]
