@@ -22,7 +22,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! { [ -x /usr/bin
 fi
 # Java: Debian's openjdk-17 links its jvm.cfg and security files to /etc/java-17-openjdk, which the sandbox does not
 # expose, so jlink makes a self-contained JDK of it under /usr/lib/jvm/rewardlab-jdk (~110 MB; the apt package
-# ~265 MB; ~1 min here). Skipped when a self-contained JDK (REWARDLAB_SANDBOX_JAVA_HOME, Temurin) is what you use.
+# ~265 MB; 50 s on a fresh Debian 12 here). REWARDLAB_SANDBOX_JAVA_HOME names another self-contained JDK (Temurin).
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ ! -x /usr/lib/jvm/rewardlab-jdk/bin/javac ]; then
     { compgen -G '/usr/lib/jvm/java-17-openjdk-*/bin/jlink' >/dev/null || { apt-get update -qq \
           && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; } >/dev/null 2>&1; } \
