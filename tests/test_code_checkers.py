@@ -204,6 +204,16 @@ def test_all_or_nothing_is_the_default_and_early_exit_stops_at_the_first_failure
     assert (r.score, r.info["passed"], len(r.info["tests"])) == (0.0, 3, 6)
 
 
+def test_early_exit_through_score_batch_metas():
+    """A batch scorer's per-row meta (how ``rewardlab eval`` and training call rewards) chooses it too:
+    the default stops at the first failure, ``{"early_exit": False}`` runs every test."""
+    from rewardlab.rewards.pool import score_batch
+
+    out = score_batch(code_reward, [HALF, HALF], [SUITE, SUITE], [{"id": "a"}, {"id": "b", "early_exit": False}],
+                      deadline=60.0)
+    assert [(o.score, len(o.info["tests"])) for o in out] == [(0.0, 4), (0.0, 6)]
+
+
 def test_per_test_time_limit_and_total_budget():
     slow = "```python\nimport time\nn = int(input())\ntime.sleep(0.6)\nprint(n * n)\n```"
     # each test needs 0.6 s: a 0.3 s limit fails test 0 with a timeout that says which limit
