@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +189,8 @@ def build_prefix(plan: Plan, model: torch.nn.Module) -> FrozenPrefix | None:
     return None
 
 
-def build_optimizer(cfg: TrainConfig, params: Any, lr: float) -> torch.optim.Optimizer:
+def build_optimizer(cfg: TrainConfig, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    """AdamW with the run's betas and weight decay."""
     return torch.optim.AdamW(params, lr=lr, betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay)
 
 
