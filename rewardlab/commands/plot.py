@@ -1,4 +1,5 @@
-"""``rewardlab plot RUN_DIR``: draw reward, length, clip-fraction and KL PNGs of a training run."""
+"""``rewardlab plot RUN_DIR``: draw reward, length, clip-fraction and KL PNGs of a training run, and
+with ``--eval-every`` evals, reward and held-out accuracy on one chart (``plots/reward_eval.png``)."""
 
 from __future__ import annotations
 
