@@ -19,7 +19,9 @@ writes them as JSON together with the command, date, tier and machine load.
 once inside the sandbox, then from the compile cache) versus a plain subprocess runner without
 isolation (compiles in a temp dir once per grading, runs each test with ``subprocess.run``,
 compares whitespace-normalised output), same threads, one run. Prints tests/s for both, the ratio
-and our compile-cache hit rate; every grading must pass on both sides.
+and our compile-cache hit rate; every grading must pass on both sides. ``run ms``: the median
+wall time of one sandboxed run of a compiled reference on its first test, 15 runs one after
+another (the sandbox's fixed cost per test, free of the threads' contention).
 """
 
 from __future__ import annotations
@@ -110,6 +112,24 @@ def _plain_grade(lang: str, src: str, cases: list[dict], compare: str, timeout: 
     return True
 
 
+def _run_latency_ms(lang: str, row: dict, n: int = 15) -> float:
+    """Median wall ms of ``n`` sequential sandboxed runs of the row's compiled reference on its first test."""
+    import statistics
+
+    from rewardlab.sandbox.languages import compile_program, run_program
+
+    prog = compile_program(lang, row["solution"])
+    case = row["reference"]["cases"][0]
+    walls = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = run_program(prog, case["stdin"], timeout=10.0)
+        walls.append(time.perf_counter() - t0)
+        if r.status != "ran":
+            raise SystemExit(f"{lang}: the reference did not run: {r.status} {r.error}")
+    return 1000 * statistics.median(walls)
+
+
 def bench_languages(args) -> None:
     from rewardlab.rewards import code_reward
     from rewardlab.sandbox import get_pool, languages
@@ -127,7 +147,7 @@ def bench_languages(args) -> None:
            "workers": args.workers, "repeats": args.repeats, "pool_start_s": round(warm_s, 3), "languages": {}}
     print(f"# {out['command']}  ({out['date']}, {args.workers} workers, load {os.getloadavg()[0]:.1f})")
     print(f"# {out['tier']}; each language: 3 problems x {args.repeats} gradings of the reference solution")
-    print(f"{'language':<11} {'ours tests/s':>12} {'plain tests/s':>13} {'ratio':>6} {'cache hits':>10}  correct")
+    print(f"{'language':<11} {'ours tests/s':>12} {'plain tests/s':>13} {'ratio':>6} {'cache hits':>10} {'run ms':>6}  correct")
     for lang in languages.LANGUAGES:
         if avail[lang] is not None:
             print(f"{lang:<11} skipped: {avail[lang]}")
@@ -150,13 +170,15 @@ def bench_languages(args) -> None:
                                                     r["reference"]["compare"], args.timeout), jobs))
         plain_s = time.perf_counter() - t0
         rate = hits / (hits + misses) if hits + misses else None
+        run_ms = _run_latency_ms(lang, mine[0])
         out["languages"][lang] = {"tests": ntests, "ours_tests_per_s": round(ntests / ours_s, 2),
                                   "plain_tests_per_s": round(ntests / plain_s, 2), "ratio": round(plain_s / ours_s, 2),
                                   "compile_cache_hits": hits, "compile_cache_misses": misses,
                                   "hit_rate": None if rate is None else round(rate, 3),
-                                  "ours_correct": ok, "plain_correct": pok, "gradings": len(jobs)}
+                                  "ours_correct": ok, "plain_correct": pok, "gradings": len(jobs),
+                                  "run_ms_median": round(run_ms, 1)}
         hr = "  (none)" if rate is None else f"{100 * rate:9.0f}%"
-        print(f"{lang:<11} {ntests / ours_s:12.1f} {ntests / plain_s:13.1f} {plain_s / ours_s:5.2f}x {hr}  "
+        print(f"{lang:<11} {ntests / ours_s:12.1f} {ntests / plain_s:13.1f} {plain_s / ours_s:5.2f}x {hr} {run_ms:6.1f}  "
               f"{ok}/{len(jobs)} vs {pok}/{len(jobs)}")
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
