@@ -3,14 +3,22 @@
     rewardlab reward math --completion 'So the answer is $\\boxed{\\frac34}$.' --gold '0.75'
     rewardlab reward math --file rows.jsonl --json      # rows: {"completion", "gold", "meta"?}
 
+    rewardlab reward judge --judge-url http://127.0.0.1:8000/v1 --judge-model NAME \\
+        --question 'What is 3 + 4?' --completion 'So the answer is 7.' --gold 7
+    rewardlab reward hybrid --judge-url ... --judge-model ... --file rows.jsonl   # math first, the judge the rest
+
 Without ``--json`` it prints one line per row: the score, the status and the reward's explanation
-(extracted answer, gold, deciding rule). With ``--json`` it prints one JSON object per row.
+(extracted answer, gold, deciding rule; for a judge its verdict, the answer it restated, its
+reply and why a failure failed). With ``--json`` it prints one JSON object per row. ``judge`` and
+``hybrid`` are built from the ``--judge-*`` options, which mean what they mean for ``rewardlab
+train``; the question comes from ``--question`` (a file row: ``meta.question``).
 Rows are scored through :func:`rewardlab.rewards.pool.score_batch` (parallel, per-item
 ``--deadline``), exactly as the trainer scores them.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +27,7 @@ import click
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rewards import get_reward
+from rewardlab.rewards.judge import JUDGE_REWARDS, build_judge
 from rewardlab.rewards.pool import score_batch
 
 
@@ -50,10 +59,51 @@ def _read_rows(path: str) -> list[dict[str, Any]]:
 
 
 def _explain(info: dict[str, Any]) -> str:
-    keys = ("pred", "gold", "extraction", "rule", "pred_parsed", "gold_parsed", "detail", "error")
+    keys = ("pred", "gold", "extraction", "rule", "pred_parsed", "gold_parsed", "answer", "verdict", "restated",
+            "decided_by", "detail", "error", "reply")
     parts = [f"{k}={info[k]!r}" for k in keys if info.get(k) not in (None, "")]
     parts += [f"{k}={v!r}" for k, v in info.items() if k not in keys and k != "status"][:8]
     return "  ".join(parts)
+
+
+def _reward_of(name: str, judge: dict[str, Any]) -> Any:
+    """The reward NAME: ``judge`` / ``hybrid`` built from the ``--judge-*`` options, else the registry's."""
+    if name not in JUDGE_REWARDS:
+        return get_reward(name)
+    return build_judge(name, url=judge["url"], model=judge["model"],
+                       rule=get_reward(judge["rule"]) if name == "hybrid" else None,
+                       system_file=judge["system"], template_file=judge["template"], extract=judge["extract"],
+                       deadline=judge["deadline"], concurrency=judge["concurrency"], cache_path=judge["cache"],
+                       failure_score=judge["failure_score"])
+
+
+_JUDGE_DEFAULTS = {k: p.default for k, p in inspect.signature(build_judge).parameters.items()}
+
+
+def _judge_options(fn: Any) -> Any:
+    """The ``--judge-*`` options of ``rewardlab train`` (same names, defaults: :func:`build_judge`'s)."""
+    d = _JUDGE_DEFAULTS
+    opts = [
+        click.option("--judge-url", help="judge/hybrid: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--judge-model", help="judge/hybrid: the judge model's name on that server."),
+        click.option("--judge-rule", default="math", show_default=True, help="hybrid: the rule reward that decides first."),
+        click.option("--judge-system", type=click.Path(dir_okay=False), help="judge: a file holding the system prompt (rubric)."),
+        click.option("--judge-template", type=click.Path(dir_okay=False),
+                     help="judge: a file holding the user prompt, a template over {question}, {reference}, {answer}."),
+        click.option("--judge-extract", default=d["extract"], show_default=True,
+                     help="judge: the answer it is shown: math, text or a dotted fn(completion)."),
+        click.option("--judge-deadline", type=float, default=d["deadline"], show_default=True,
+                     help="judge: wall seconds per answer, retries included."),
+        click.option("--judge-concurrency", type=int, default=d["concurrency"], show_default=True,
+                     help="judge: requests in flight."),
+        click.option("--judge-cache", type=click.Path(dir_okay=False), help="judge: an sqlite file of verdicts."),
+        click.option("--judge-failure-score", type=float, default=d["failure_score"], show_default=True,
+                     help="judge: the score of judge_timeout / judge_error / judge_unparsed."),
+        click.option("--question", "-q", help="The question the judge sees (a file row: meta.question)."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
 
 
 @click.command("reward")
@@ -63,17 +113,20 @@ def _explain(info: dict[str, Any]) -> str:
 @click.option("--file", "file_", type=click.Path(dir_okay=False), help="JSONL rows with completion/gold (and optional meta).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per row.")
 @click.option("--deadline", type=float, default=1.0, show_default=True, help="Per-item deadline in seconds.")
-def reward(name: str, completion: str | None, gold: str | None, file_: str | None, as_json: bool, deadline: float) -> None:
-    """Score completions with reward NAME (math, code, format, ... or a dotted path) and explain each score."""
-    fn = get_reward(name)
-    if file_ and (completion is not None or gold is not None):
-        raise RewardlabError("give either --file or --completion/--gold, not both")
+@_judge_options
+def reward(name: str, completion: str | None, gold: str | None, file_: str | None, as_json: bool, deadline: float,
+           question: str | None, **judge_opts: Any) -> None:
+    """Score completions with reward NAME (math, code, format, judge, hybrid, ... or a dotted path) and explain
+    each score."""
+    fn = _reward_of(name, {k[len("judge_"):]: v for k, v in judge_opts.items()})
+    if file_ and (completion is not None or gold is not None or question is not None):
+        raise RewardlabError("give either --file or --completion/--gold (and --question), not both")
     if file_:
         rows = _read_rows(file_)
     else:
         if completion is None or gold is None:
             raise RewardlabError("give --completion TEXT and --gold TEXT (or --file rows.jsonl)")
-        rows = [{"completion": completion, "gold": gold, "meta": {}}]
+        rows = [{"completion": completion, "gold": gold, "meta": {} if question is None else {"question": question}}]
     if deadline <= 0:
         raise RewardlabError("--deadline must be positive")
 

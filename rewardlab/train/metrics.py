@@ -10,6 +10,8 @@ from typing import Any
 import torch
 
 from rewardlab import algos
+from rewardlab.rewards import RewardResult
+from rewardlab.rewards.judge import JUDGE_REWARDS, judge_metrics
 from rewardlab.train import distributed
 from rewardlab.train.feedback import critic_step, feedback_metrics
 from rewardlab.train.runtime import Batch, Run, Sample, combine_mismatch, mean_or_none
@@ -30,6 +32,7 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
         metrics[f"rewards/{name}/mean"] = mean_or_none([float(s.components[name]) for s in kept
                                                         if s.components.get(name) is not None])
     metrics.update(reward_status_counts(batch.generated, run.main_reward))
+    metrics.update(judge_step_metrics(batch.generated, run.main_reward))
     metrics.update(gen_metrics(run, batch))
     metrics.update(tool_metrics(run, batch.generated))
     metrics.update(feedback_metrics(batch.generated, trained_critic=critic_step(run, batch.step)))
@@ -92,6 +95,19 @@ def reward_status_counts(samples: list[Sample], main_reward: str) -> dict[str, i
     return dict(sorted(counts.items()))
 
 
+def judge_step_metrics(samples: list[Sample], main_reward: str) -> dict[str, Any]:
+    """``judge/*`` over every generated completion (every generation round) when the main reward is a
+    judge (``--reward judge`` / ``hybrid``, or any reward whose results say ``judged``), else {}: the
+    judged share, cache hits and hit rate, token totals, HTTP attempts, latency p50/max and
+    ``judge/status/<status>`` counts (``judge_error``, ``judge_timeout``, ...), from
+    :func:`rewardlab.rewards.judge.judge_metrics`; a figure with nothing to measure is None."""
+    infos = [(s.info.get("component_info") or {main_reward: s.info}).get(main_reward) or {} for s in samples]
+    if main_reward not in JUDGE_REWARDS and not any("judged" in info for info in infos):
+        return {}
+    out = judge_metrics(RewardResult(None, info) for info in infos)
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
 def tool_metrics(run: Run, samples: list[Sample]) -> dict[str, Any]:
     """``tools/*`` over every generated tool rollout ({} without --tools): how often and how well the tool was used."""
     trajs = [s for s in samples if s.turns is not None]
@@ -124,4 +140,4 @@ def gen_metrics(run: Run, batch: Batch) -> dict[str, Any]:
     }
 
 
-__all__ = ["gen_metrics", "tool_metrics", "peak_rss_mb", "reward_status_counts", "step_metrics"]
+__all__ = ["gen_metrics", "judge_step_metrics", "tool_metrics", "peak_rss_mb", "reward_status_counts", "step_metrics"]
