@@ -570,10 +570,30 @@ def test_compare_reports_avg_maj_and_reference_graders(tmp_path):
 
 
 def test_disagreement_kinds():
-    from rewardlab.eval.runner import _disagreement_kind as kind
+    from rewardlab.eval.report import disagreement_kind as kind
 
     assert kind(True, False, "18", "[invalid]", "18") == "rewardlab_only:no_answer_extracted"
     assert kind(True, False, "18", "$18.", "18") == "rewardlab_only:same_value_other_format"
     assert kind(True, False, "18", "17", "18") == "rewardlab_only:other_answer"
     assert kind(False, True, None, "18", "18", "number_spam") == "grader_only:rewardlab_number_spam"
     assert kind(False, True, "19", "18", "18", "ok") == "grader_only:rewardlab_other_answer"
+
+
+def _stable_results(res: dict) -> str:
+    res = {k: v for k, v in res.items() if k not in ("date", "total_evaluation_time_seconds")}
+    return json.dumps(res, sort_keys=True, default=str)
+
+
+@needs_data
+def test_run_eval_with_a_config_equals_the_call_of_before(tmp_path):
+    old = run_eval("oracle", ["gsm8k"], tmp_path, limit=3, batch_size=2, engine=_oracle("gsm8k", 3, True),
+                   data_dir=DATA, progress=False, grader=["lm-eval-flexible"])
+    from rewardlab.eval import EvalConfig
+
+    cfg = EvalConfig(suite="gsm8k", output=str(tmp_path), limit=3, batch_size=2, data_dir=DATA, quiet=True,
+                     grader=("lm-eval-flexible",), overwrite=True)
+    new = run_eval(cfg, "oracle", engine=_oracle("gsm8k", 3, True))
+    assert _stable_results(new) == _stable_results(old)
+    assert new["results"]["gsm8k"]["pass@1,none"] == 1.0
+    with pytest.raises(TypeError, match="settings go in cfg"):
+        run_eval(cfg, "oracle", limit=2)

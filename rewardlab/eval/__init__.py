@@ -10,8 +10,11 @@ model provenance, rewardlab version and git hash, date).
     rewardlab eval runs/x/checkpoints/step-000200 --suite gsm8k --n 8 --temperature 0.8 --k 1,4,8
     rewardlab eval --compare before/results.json after/results.json --plot delta.png
 
-    from rewardlab.eval import run_eval
-    results = run_eval("default", ["gsm8k"], "evals-out", limit=50)
+    from rewardlab.eval import EvalConfig, run_eval
+    results = run_eval(EvalConfig(suite="gsm8k", limit=50, output="evals-out"), "default")
+
+Every setting is a field of :class:`~rewardlab.eval.config.EvalConfig` (its docstring is the option's
+``--help``; ``rewardlab eval``'s options are generated from the fields).
 
 Layout of ``out_dir``: ``results.json`` (lm-evaluation-harness shape: ``results`` / ``configs`` /
 ``versions`` / ``n-shot`` / ``n-samples`` / ``config`` / ``git_hash`` / ``date``) and one
@@ -28,7 +31,8 @@ sampled (temperature > 0) run draws what the uninterrupted run would have drawn 
 subsets are the same everywhere.
 
 Layout: :mod:`~rewardlab.eval.spec` (benchmark specs and their rows, read through ``rewardlab.tasks``),
-:mod:`~rewardlab.eval.runner` (``run_eval``), :mod:`~rewardlab.eval.store` (results and samples files,
+:mod:`~rewardlab.eval.config` (``EvalConfig``), :mod:`~rewardlab.eval.runner` (``run_eval``),
+:mod:`~rewardlab.eval.report` (one benchmark's metrics and details), :mod:`~rewardlab.eval.store` (results and samples files,
 resume), :mod:`~rewardlab.eval.compare` (tables, paired comparison, chart), :mod:`~rewardlab.eval.passk`
 (the statistics).
 
@@ -51,8 +55,10 @@ counts of problems that improved / regressed, and an exact sign-test p-value.
 
 from __future__ import annotations
 
+from rewardlab.eval.answer_classes import math_answer_classes
 from rewardlab.eval.compare import compare_results, format_compare, format_table, plot_compare
-from rewardlab.eval.graders import GRADERS, LM_EVAL_VERSION, get_grader, math_answer_classes, parse_graders
+from rewardlab.eval.config import EvalConfig
+from rewardlab.eval.graders import GRADERS, LM_EVAL_VERSION, get_grader, parse_graders
 from rewardlab.eval.passk import (
     Summary,
     avg_at_n,
@@ -80,7 +86,7 @@ from rewardlab.eval.store import RESULTS_FILE, SAMPLES_FORMAT, SampleStore, atom
 from rewardlab.models import resolve_model_path
 
 __all__ = [
-    "BenchmarkSpec", "DEFAULT_DEADLINES", "EvalRow", "GRADERS", "LIMIT_RULE", "LM_EVAL_VERSION", "RESULTS_FILE", "SAMPLES_FORMAT", "SampleStore",
+    "BenchmarkSpec", "DEFAULT_DEADLINES", "EvalConfig", "EvalRow", "GRADERS", "LIMIT_RULE", "LM_EVAL_VERSION", "RESULTS_FILE", "SAMPLES_FORMAT", "SampleStore",
     "Summary", "atomic_write_json", "benchmark_metrics", "builtin_benchmarks", "chat_template_sha256",
     "compare_results", "format_compare", "format_table", "git_hash", "last_boxed", "load_records", "load_rows",
     "load_spec", "pass_at_k", "plot_compare", "problem_passk", "render_prompt", "render_user_prompt",

@@ -148,7 +148,7 @@ def _passk_of(scores: list[Any], k: int) -> float:
 
 def _maj_values(recs: list[dict[str, Any]], ks: list[int], seed: int) -> tuple[dict[int, list[float]], dict[int, str]]:
     """Per-problem maj@k of one run's records (answer classes by the math reward, as the runner does)."""
-    from rewardlab.eval.graders import class_correctness, math_answer_classes
+    from rewardlab.eval.answer_classes import class_correctness, math_answer_classes
 
     labels = math_answer_classes([[None if e is None else str(e) for e in r["extracted"]] for r in recs])
     vals: dict[int, list[float]] = {k: [] for k in ks}

@@ -27,6 +27,10 @@ from rewardlab.rollout.multiturn import with_tool_hint
 from rewardlab.tasks import gsm8k_gold, last_boxed
 
 
+DEFAULT_DEADLINES = {"math": 10.0, "code": 30.0}
+"""A grader's default per-item deadline in seconds (a spec's ``grader_deadline_s`` wins), by spec grader."""
+
+
 @dataclass
 class BenchmarkSpec:
     """One benchmark, as read from a YAML spec (see evals/README.md for every field)."""
@@ -43,6 +47,11 @@ class BenchmarkSpec:
     sha256: str
     grader_deadline: float | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def deadline_s(self) -> float:
+        """The per-item deadline of this benchmark's graders: ``grader_deadline_s``, else :data:`DEFAULT_DEADLINES`."""
+        return float(self.grader_deadline or DEFAULT_DEADLINES.get(self.grader, 10.0))
 
     @property
     def task_prompt(self) -> bool:
@@ -255,5 +264,5 @@ def render_prompt(spec: BenchmarkSpec, row: EvalRow, tokenizer: Any | None, *, t
     return format_prompt(tokenizer, messages)
 
 
-__all__ = ["BenchmarkSpec", "EvalRow", "builtin_benchmarks", "last_boxed", "load_records", "load_rows", "load_spec",
+__all__ = ["BenchmarkSpec", "DEFAULT_DEADLINES", "EvalRow", "builtin_benchmarks", "last_boxed", "load_records", "load_rows", "load_spec",
            "render_prompt", "render_user_prompt"]
