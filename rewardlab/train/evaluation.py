@@ -34,7 +34,6 @@ logged ``pass@n`` is the plain share of problems with a correct sample among all
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import time
@@ -47,10 +46,10 @@ from rewardlab.errors import RewardlabError
 from rewardlab.logging import JsonlWriter, truncate_jsonl
 from rewardlab.rewards import get_reward
 from rewardlab.rewards.pool import score_batch
-from rewardlab.rollout import SamplingParams, format_prompt
-from rewardlab.rollout.multiturn import with_tool_hint
+from rewardlab.rollout import SamplingParams
 from rewardlab.train import distributed
 from rewardlab.train.config import eval_suite_names
+from rewardlab.train.state import Run
 
 EVAL_SEED_OFFSET = 7_919
 """Sampled evals (``--eval-temperature > 0``) draw with seed ``--seed + EVAL_SEED_OFFSET`` at every
@@ -138,15 +137,6 @@ def load_benchmark(name: str, train_rows: list[Any], *, limit: int | None, n: in
 # --- one evaluation of the live policy ---
 
 
-def render(cfg: Any, tok: Any, row: Any) -> str:
-    """The prompt text as training renders it (tool hint with ``--tools``, ``--system-prompt``, chat template)."""
-    prompt = with_tool_hint(row.prompt) if cfg.tools != "none" else row.prompt
-    if cfg.system_prompt:
-        msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-        prompt = [{"role": "system", "content": cfg.system_prompt}] + msgs
-    return format_prompt(tok, prompt)
-
-
 def correct(score: float | None) -> bool:
     """Graded 1.0 (the eval package's rule: a grader failure, None, is wrong)."""
     return score is not None and score >= 1.0 - 1e-9
@@ -184,14 +174,13 @@ def sampling_of(cfg: Any) -> SamplingParams:
                           seed=(cfg.seed + EVAL_SEED_OFFSET) % (2**31))
 
 
-def run_benchmark(run: Any, bench: Benchmark) -> list[dict[str, Any]]:
+def run_benchmark(run: Run, bench: Benchmark) -> list[dict[str, Any]]:
     """Every rank answers its share of ``bench``'s problems; all ranks get every sample record, in problem order."""
     cfg = run.cfg
     mine = distributed.shard(list(range(len(bench.rows))), run.dist, even=False)
-    prompts = [render(cfg, run.tok, bench.rows[i]) for i in mine]
-    gather = distributed.gathered_params(run.model) if cfg.rollout == "hf" else contextlib.nullcontext()
-    with gather:
-        outs = run.engine.generate(prompts, cfg.eval_samples, sampling_of(cfg)) if prompts else []
+    prompts = [run.trainer.render(bench.rows[i]) for i in mine]  # as training renders them
+    with run.trainer.sampler.gather():  # FSDP + HF engine: collective, so every rank enters, with prompts or not
+        outs = run.trainer.engine.generate(prompts, cfg.eval_samples, sampling_of(cfg)) if prompts else []
     rows = [bench.rows[mine[c.prompt_index]] for c in outs]
     metas = [{k: v for k, v in (r.meta or {}).items() if k != "reward"} for r in rows]
     results = score_batch(bench.reward, [c.graded_text for c in outs], [r.reference for r in rows], metas,
@@ -213,12 +202,12 @@ class TrainEval:
     every: int = 0
     benchmarks: list[Benchmark] = field(default_factory=list)
 
-    def after_step(self, run: Any, step: int) -> None:
+    def after_step(self, run: Run, step: int) -> None:
         """Evaluate after ``step`` when it is a multiple of ``--eval-every`` or the last step."""
         if self.every and (step % self.every == 0 or step == run.cfg.steps):
             self.evaluate(run, step)
 
-    def evaluate(self, run: Any, step: int) -> dict[str, float]:
+    def evaluate(self, run: Run, step: int) -> dict[str, float]:
         """Run every benchmark on the live policy; rank 0 appends one ``metrics.jsonl`` row and the samples."""
         t0 = time.perf_counter()
         metrics: dict[str, float] = {}
@@ -232,8 +221,7 @@ class TrainEval:
             _append(run.run_dir / "metrics.jsonl", [{"step": step, **metrics}])
             _append(run.run_dir / SAMPLE_LOG, samples)
             said = ", ".join(f"{b.name} {metrics[f'eval/{b.name}/accuracy']:.3f}" for b in self.benchmarks)
-            message = run.log.message if run.log is not None else run.say
-            message(f"eval step {step}: accuracy {said} ({metrics['time/eval']:.0f} s)")
+            run.log.message(f"eval step {step}: accuracy {said} ({metrics['time/eval']:.0f} s)")
         return metrics
 
 
@@ -245,7 +233,7 @@ def _append(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.close()
 
 
-def start(run: Any) -> TrainEval:
+def start(run: Run) -> TrainEval:
     """Set up ``--eval-every`` after the logs are open: load and check the benchmarks, report the
     held-out checks, and on a fresh run evaluate the starting policy (step 0)."""
     cfg = run.cfg

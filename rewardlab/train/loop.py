@@ -47,7 +47,7 @@ from rewardlab.plots import plot_run
 from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rewards.pool import score_batch
 from rewardlab.rollout import Completion, SamplingParams
-from rewardlab.train import distributed, feedback
+from rewardlab.train import distributed, evaluation, feedback
 from rewardlab.train.build import build_plan, build_run, build_trainer
 from rewardlab.train.checkpoint import checkpoint_bytes, rng_state, save_checkpoint
 from rewardlab.train.config import TrainConfig, to_dict
@@ -97,6 +97,7 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
     if on_start is not None and plan.main:
         on_start(plan.run_dir, plan.start_step)
     run = build_run(plan, trainer)  # the logs open, then (resuming) this rank's RNG state is restored
+    evals = evaluation.start(run)  # --eval-every: held-out checks at start-up, then the starting policy's eval
 
     step = last_saved = run.start_step
     t_run = time.perf_counter()
@@ -118,6 +119,7 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
                 if step % cfg.save_every == 0 or step == cfg.steps:
                     save(run, step)
                     last_saved = step
+                evals.after_step(run, step)  # --- eval: the held-out benchmarks every --eval-every steps ---
             if stop.requested and last_saved != step:
                 save(run, step)
     finally:
