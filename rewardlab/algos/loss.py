@@ -183,15 +183,42 @@ def policy_loss(
         (``kl_ref`` only with ``ref_logp``, ``entropy`` only with ``entropy``). Token metrics are
         means over this call's response tokens; combine calls with :func:`combine_metrics`.
     """
+    _check_inputs(logp, old_logp, advantages, mask, algo, ref_logp=ref_logp, entropy=entropy,
+                  is_weights=is_weights, select=select)
+    cdt = compute_dtype(logp)
+    m = mask.bool()  # (B, T)
+    zero = torch.zeros((), dtype=cdt, device=logp.device)
+    lp = torch.where(m, logp.to(cdt), zero)  # (B, T) padding -> 0 (also blocks NaN gradients)
+    lp_old = torch.where(m, old_logp.detach().to(cdt), zero)  # (B, T)
+    adv = advantages.detach().to(cdt)
+    adv = torch.where(m, adv[:, None].expand_as(lp) if adv.dim() == 1 else adv, zero)  # (B, T)
+    obj = objectives.OBJECTIVES[algo.loss](lp, lp_old, adv, m, algo, None if select is None else select.bool() & m)
+    w = None if is_weights is None else torch.where(m, is_weights.detach().to(cdt), zero)  # (B, T)
+    kw = {"max_len": max_len, "num_tokens": num_tokens, "num_seqs": num_seqs}
+    pg = _policy_term(obj, w, m, algo.agg, kw)
+    total = pg
+    kl_tok = None  # (B, T)
+    if ref_logp is not None:
+        kl_tok = kl_penalty(lp, torch.where(m, ref_logp.detach().to(cdt), zero), kl_kind(algo.kl))  # (B, T)
+        if algo.beta != 0:
+            total = total + algo.beta * aggregate(kl_tok, m, algo.agg, **kw)
+    ent = None if entropy is None else torch.where(m, entropy.to(cdt), zero)  # (B, T)
+    if ent is not None and algo.entropy_coef != 0:
+        total = total - algo.entropy_coef * aggregate(ent, m, algo.agg, **kw)
+    return total, _loss_metrics(total, pg, obj, lp, lp_old, m, w, kl_tok, ent)
+
+
+def _check_inputs(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, algo: Algo, *,
+                  ref_logp: Tensor | None, entropy: Tensor | None, is_weights: Tensor | None,
+                  select: Tensor | None) -> None:
+    """One-line errors for an algorithm or tensors that policy_loss cannot use."""
     if not isinstance(algo, Algo):
         raise AlgoError(f"algo must be an Algo (algos.PRESETS[name] or algos.get(name, **overrides)), got {type(algo).__name__}")
-    loss, ratio, agg, beta, entropy_coef = algo.loss, algo.ratio, algo.agg, algo.beta, algo.entropy_coef
-    check_choice("loss", loss, tuple(objectives.OBJECTIVES))
-    check_choice("ratio", ratio, RATIO_LEVELS)
-    check_choice("agg", agg, AGGREGATIONS)
-    kl = kl_kind(algo.kl)
-    check_choice("kl", kl, KL_KINDS)
-    check_clip(algo.eps_low, algo.eps_high, algo.clip_ratio_c, ratio, loss)
+    check_choice("loss", algo.loss, tuple(objectives.OBJECTIVES))
+    check_choice("ratio", algo.ratio, RATIO_LEVELS)
+    check_choice("agg", algo.agg, AGGREGATIONS)
+    check_choice("kl", kl_kind(algo.kl), KL_KINDS)
+    check_clip(algo.eps_low, algo.eps_high, algo.clip_ratio_c, algo.ratio, algo.loss)
     if logp.dim() != 2:
         raise AlgoError(f"logp must be (B, T), got shape {tuple(logp.shape)}")
     for name, t in (("old_logp", old_logp), ("mask", mask), ("ref_logp", ref_logp), ("entropy", entropy),
@@ -200,58 +227,40 @@ def policy_loss(
             raise AlgoError(f"{name} must have logp's shape {tuple(logp.shape)}, got {tuple(t.shape)}")
     if advantages.shape not in (logp.shape, logp.shape[:1]):
         raise AlgoError(f"advantages must be (B,) or (B, T) = {tuple(logp.shape)}, got {tuple(advantages.shape)}")
-    if beta != 0 and ref_logp is None:
+    if algo.beta != 0 and ref_logp is None:
         raise AlgoError("beta != 0 needs ref_logp (log-probs under the reference model)")
-    if entropy_coef != 0 and entropy is None:
+    if algo.entropy_coef != 0 and entropy is None:
         raise AlgoError("entropy_coef != 0 needs the per-token entropy tensor")
 
-    cdt = compute_dtype(logp)
-    m = mask.bool()  # (B, T)
-    mf = m.to(cdt)  # (B, T)
-    zero = torch.zeros((), dtype=cdt, device=logp.device)
-    lp = torch.where(m, logp.to(cdt), zero)  # (B, T) padding -> 0 (also blocks NaN gradients)
-    lp_old = torch.where(m, old_logp.detach().to(cdt), zero)  # (B, T)
-    adv = advantages.detach().to(cdt)
-    if adv.dim() == 1:
-        adv = adv[:, None].expand_as(lp)  # (B, T)
-    adv = torch.where(m, adv, zero)  # (B, T)
-    obj = objectives.OBJECTIVES[loss](lp, lp_old, adv, m, algo, None if select is None else select.bool() & m)
-    w = None if is_weights is None else torch.where(m, is_weights.detach().to(cdt), zero)  # (B, T)
 
-    kw = {"max_len": max_len, "num_tokens": num_tokens, "num_seqs": num_seqs}
-    if obj.seq is not None:
-        # --- GMPO: one loss per sequence, averaged over the step's sequences (verl: all B rows) ---
-        seq_loss = obj.seq  # (B,)
-        if w is not None:  # the per-sequence geometric mean of the weights, as verl
-            n = mf.sum(-1)  # (B,)
-            seq_loss = seq_loss * torch.exp((torch.log(w + 1e-10) * mf).sum(-1) / (n + 1e-8))  # (B,)
-        pg = seq_loss.sum() / denominator(num_seqs, torch.tensor(float(len(seq_loss)), dtype=cdt), "num_seqs")
-    else:
+def _policy_term(obj: objectives.Objective, w: Tensor | None, m: Tensor, agg: str, kw: dict) -> Tensor:
+    """The objective's loss, weighted by the correction weights ``w`` (B, T), aggregated over the step."""
+    if obj.seq is None:
         tok_loss = obj.tok if w is None else obj.tok * w  # (B, T)
-        pg = aggregate(tok_loss, m, obj.agg or agg, **kw)
-    total = pg
-    kl_tok = None
-    if ref_logp is not None:
-        lp_ref = torch.where(m, ref_logp.detach().to(cdt), zero)  # (B, T)
-        kl_tok = kl_penalty(lp, lp_ref, kl)  # (B, T)
-        if beta != 0:
-            total = total + beta * aggregate(kl_tok, m, agg, **kw)
-    ent = None
-    if entropy is not None:
-        ent = torch.where(m, entropy.to(cdt), zero)  # (B, T)
-        if entropy_coef != 0:
-            total = total - entropy_coef * aggregate(ent, m, agg, **kw)
+        return aggregate(tok_loss, m, obj.agg or agg, **kw)
+    # --- GMPO: one loss per sequence, averaged over the step's sequences (verl: all B rows) ---
+    seq_loss = obj.seq  # (B,)
+    if w is not None:  # the per-sequence geometric mean of the weights, as verl
+        mf = m.to(seq_loss.dtype)  # (B, T)
+        n = mf.sum(-1)  # (B,)
+        seq_loss = seq_loss * torch.exp((torch.log(w + 1e-10) * mf).sum(-1) / (n + 1e-8))  # (B,)
+    n_seqs = torch.tensor(float(len(seq_loss)), dtype=seq_loss.dtype)
+    return seq_loss.sum() / denominator(kw["num_seqs"], n_seqs, "num_seqs")
 
-    # --- metrics (detached; token means over this call's response tokens) ---
+
+def _loss_metrics(total: Tensor, pg: Tensor, obj: objectives.Objective, lp: Tensor, lp_old: Tensor, m: Tensor,
+                  w: Tensor | None, kl_tok: Tensor | None, ent: Tensor | None) -> dict[str, Tensor]:
+    """Detached metrics of one policy_loss call: token means over its response tokens (METRIC_REDUCE)."""
     with torch.no_grad():
+        mf = m.to(lp.dtype)  # (B, T)
         n_tok = mf.sum()
         denom = n_tok.clamp(min=1)
         r = obj.ratio if obj.ratio is not None else objectives.token_ratio(lp.detach() - lp_old)  # (B, T)
-        big = torch.finfo(cdt).max
-        one = torch.ones((), dtype=cdt, device=r.device)
+        big = torch.finfo(lp.dtype).max
+        one = torch.ones((), dtype=lp.dtype, device=r.device)
         metrics: dict[str, Tensor] = {"loss": total.detach(), "pg_loss": pg.detach()}
         for name, per_tok in obj.metrics.items():
-            metrics[name] = (per_tok.to(cdt) * mf).sum() / denom
+            metrics[name] = (per_tok.to(lp.dtype) * mf).sum() / denom
         metrics.update({
             "approx_kl_old": ((lp_old - lp.detach()) * mf).sum() / denom,
             "ratio/mean": (r * mf).sum() / denom,
@@ -266,8 +275,8 @@ def policy_loss(
         if ent is not None:
             metrics["entropy"] = (ent.detach() * mf).sum() / denom
         metrics["tokens"] = n_tok
-        metrics["seqs"] = (mf.sum(-1) > 0).sum().to(cdt)
-    return total, metrics
+        metrics["seqs"] = (mf.sum(-1) > 0).sum().to(lp.dtype)
+    return metrics
 
 
 def combine_metrics(parts: Iterable[Mapping[str, Tensor | float]]) -> dict[str, float]:
