@@ -67,10 +67,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import torch
 
-from rewardlab.algos.checks import AlgoError
+from rewardlab.algos.checks import AlgoError, check_real
 from rewardlab.algos.grouping import group_advantages
-from rewardlab.algos.loss import aggregate
-from rewardlab.algos.tensors import group_index
+from rewardlab.algos.tensors import check_b, check_bt, compute_dtype, group_index, masked
+from rewardlab.algos.value import value_loss
 
 Tensor = torch.Tensor
 Number = int | float
@@ -83,43 +83,14 @@ _WHITEN_EPS = 1e-8  # verl masked_mean denominator and rsqrt(var + 1e-8)
 # ----------------------------------------------------------------------------------------------
 
 
-def _cdt(t: Tensor) -> torch.dtype:
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
-
-
-def _check_bt(name: str, t: Tensor, shape: torch.Size | None = None) -> None:
-    if not isinstance(t, Tensor) or t.dim() != 2:
-        raise AlgoError(f"{name} must be a (B, T) tensor, got {getattr(t, 'shape', type(t).__name__)}")
-    if shape is not None and t.shape != shape:
-        raise AlgoError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
-
-
-def _check_b(name: str, t: Tensor, b: int) -> None:
-    if not isinstance(t, Tensor) or t.shape != (b,):
-        raise AlgoError(f"{name} must be a ({b},) tensor, got {getattr(t, 'shape', type(t).__name__)}")
-
-
-def _real(name: str, x: object, lo: float | None = None, hi: float | None = None) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        raise AlgoError(f"{name} must be a finite number, got {x!r}")
-    if (lo is not None and x < lo) or (hi is not None and x > hi):
-        raise AlgoError(f"{name} must be in [{lo}, {hi}], got {x!r}")
-    return float(x)
-
-
 def _prep(token_rewards: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """``(r, m, mf)``: rewards with padding -> 0 in the compute dtype, bool mask, float mask."""
-    _check_bt("token_rewards", token_rewards)
-    _check_bt("mask", mask, token_rewards.shape)
-    cdt = _cdt(token_rewards)
+    check_bt("token_rewards", token_rewards)
+    check_bt("mask", mask, token_rewards.shape)
+    cdt = compute_dtype(token_rewards)
     m = mask.detach().bool()  # (B, T)
     r = torch.where(m, token_rewards.detach().to(cdt), torch.zeros((), dtype=cdt, device=m.device))  # (B, T)
     return r, m, m.to(cdt)
-
-
-def _masked(x: Tensor, m: Tensor, dtype: torch.dtype) -> Tensor:
-    """``x`` in ``dtype`` with padding replaced by 0 (detached)."""
-    return torch.where(m, x.detach().to(dtype), torch.zeros((), dtype=dtype, device=m.device))
 
 
 def _whiten(x: Tensor, mf: Tensor) -> Tensor:
@@ -175,10 +146,10 @@ def outcome_token_rewards(scores: Tensor | Sequence[float], mask: Tensor) -> Ten
     gets no reward (verl would write it at position -1, the last column). Dtype: float64 for a
     float64 ``scores`` tensor, else float32 (a plain list of floats gives float32).
     """
-    _check_bt("mask", mask)
+    check_bt("mask", mask)
     s = scores.detach() if isinstance(scores, Tensor) else torch.as_tensor(list(scores), dtype=torch.float64)
     b, t = mask.shape
-    _check_b("scores", s, b)
+    check_b("scores", s, b)
     cdt = torch.float64 if isinstance(scores, Tensor) and s.dtype == torch.float64 else torch.float32
     m = mask.detach().bool()  # (B, T)
     pos = torch.arange(t, device=m.device)  # (T,)
@@ -208,11 +179,11 @@ def gae(token_rewards: Tensor, values: Tensor, mask: Tensor, *, gamma: float, la
     positions never see padding rewards or values.
     """
     r, m, mf = _prep(token_rewards, mask)
-    _check_bt("values", values, r.shape)
-    g = _real("gamma", gamma, 0.0, 1.0)
-    lm = _real("lam", lam, 0.0, 1.0)
+    check_bt("values", values, r.shape)
+    g = check_real("gamma", gamma, 0.0, 1.0)
+    lm = check_real("lam", lam, 0.0, 1.0)
     v_raw = values.detach().to(r.dtype)  # (B, T) padding kept only for the returns quirk
-    v = _masked(values, m, r.dtype)  # (B, T)
+    v = masked(values, m, r.dtype)  # (B, T)
     b, t_len = r.shape
     next_v = torch.zeros(b, dtype=r.dtype, device=r.device)  # (B,)
     next_a = torch.zeros(b, dtype=r.dtype, device=r.device)  # (B,)
@@ -235,7 +206,7 @@ def reinforce_pp(token_rewards: Tensor, mask: Tensor, *, gamma: float) -> tuple[
     undiscounted, through mask-0 positions); ``returns = G m``; ``advantages = whiten(G m) m``.
     """
     r, m, mf = _prep(token_rewards, mask)
-    g = _real("gamma", gamma, 0.0, 1.0)
+    g = check_real("gamma", gamma, 0.0, 1.0)
     b, t_len = r.shape
     running = torch.zeros(b, dtype=r.dtype, device=r.device)  # (B,)
     returns = torch.zeros_like(r)  # (B, T)
@@ -322,7 +293,7 @@ def grpo_passk(
     """
     r, m, mf = _prep(token_rewards, mask)
     inv, n_groups = group_index(group_ids, r.shape[0], r.device)
-    eps = _real("eps", eps, 0.0)
+    eps = check_real("eps", eps, 0.0)
     s = r.sum(-1)  # (B,)
     count, _, std = _group_mean_std(s, inv, n_groups)  # (G,)
     if n_groups and int(count.min()) < 2:
@@ -356,7 +327,7 @@ def gpg_advantage(
     """
     r, m, mf = _prep(token_rewards, mask)
     inv, n_groups = group_index(group_ids, r.shape[0], r.device)
-    f_norm = _real("f_norm", f_norm)
+    f_norm = check_real("f_norm", f_norm)
     if f_norm == 0:
         raise AlgoError("f_norm must be non-zero")
     s = r.sum(-1)  # (B,)
@@ -376,7 +347,7 @@ def remax(token_rewards: Tensor, mask: Tensor, baselines: Tensor) -> tuple[Tenso
     re-masked: at a hole it is the reward-to-go (trailing padding: 0).
     """
     r, m, mf = _prep(token_rewards, mask)
-    _check_b("baselines", baselines, r.shape[0])
+    check_b("baselines", baselines, r.shape[0])
     returns = _revcumsum(r)  # (B, T)
     b = baselines.detach().to(r.dtype).to(r.device)  # (B,)
     adv = returns - torch.where(m, b[:, None].expand_as(r), torch.zeros((), dtype=r.dtype, device=r.device))  # (B, T)
@@ -410,7 +381,7 @@ def gdpo(
     r, m, mf = _prep(token_rewards, mask)
     b = r.shape[0]
     inv, n_groups = group_index(group_ids, b, r.device)
-    eps = _real("eps", eps, 0.0)
+    eps = check_real("eps", eps, 0.0)
     if components is None:
         comps: list[tuple[str, Tensor]] = [("token_rewards", r.sum(-1))]  # (B,)
     else:
@@ -419,7 +390,7 @@ def gdpo(
         comps = []
         for name, c in components.items():
             ct = c.detach() if isinstance(c, Tensor) else torch.as_tensor(list(c), dtype=torch.float64)
-            _check_b(f"components[{name!r}]", ct, b)
+            check_b(f"components[{name!r}]", ct, b)
             comps.append((name, ct.to(r.dtype).to(r.device)))
     if weights is None:
         w = [1.0] * len(comps)
@@ -427,9 +398,9 @@ def gdpo(
         missing = [name for name, _ in comps if name not in weights]
         if missing or len(weights) != len(comps):
             raise AlgoError(f"weights must name exactly the components {[n for n, _ in comps]}, got {list(weights)}")
-        w = [_real(f"weights[{name!r}]", weights[name]) for name, _ in comps]
+        w = [check_real(f"weights[{name!r}]", weights[name]) for name, _ in comps]
     else:
-        w = [_real("weight", x) for x in weights]
+        w = [check_real("weight", x) for x in weights]
         if len(w) != len(comps):
             raise AlgoError(f"{len(w)} weights for {len(comps)} components")
     total = torch.zeros(b, dtype=r.dtype, device=r.device)  # (B,)
@@ -452,17 +423,17 @@ def _otb(
 ) -> tuple[Tensor, Tensor]:
     """Shared body of the two OTB estimators; ``compact`` aligns tokens by valid-token index."""
     r, m, mf = _prep(token_rewards, mask)
-    _check_bt("old_logp", old_logp, r.shape)
-    _check_bt("sum_pi_squared", sum_pi_squared, r.shape)
-    eps = _real("eps", eps, 0.0)
+    check_bt("old_logp", old_logp, r.shape)
+    check_bt("sum_pi_squared", sum_pi_squared, r.shape)
+    eps = check_real("eps", eps, 0.0)
     b, t_len = r.shape
     inv, n_groups = group_index(group_ids, b, r.device)
     returns = _revcumsum(r)  # (B, T) G_t
-    pi = torch.exp(_masked(old_logp, m, r.dtype))  # (B, T)
-    w = 1 - 2 * pi + _masked(sum_pi_squared, m, r.dtype)  # (B, T)
+    pi = torch.exp(masked(old_logp, m, r.dtype))  # (B, T)
+    w = 1 - 2 * pi + masked(sum_pi_squared, m, r.dtype)  # (B, T)
     if rollout_is_weights is not None:
-        _check_bt("rollout_is_weights", rollout_is_weights, r.shape)
-        rho = _masked(rollout_is_weights, m, r.dtype)  # (B, T)
+        check_bt("rollout_is_weights", rollout_is_weights, r.shape)
+        rho = masked(rollout_is_weights, m, r.dtype)  # (B, T)
         w = w * rho * rho  # (B, T)
     big_w = torch.where(m, w, torch.zeros((), dtype=r.dtype, device=r.device)).cumsum(-1)  # (B, T) W_t
     n = m.sum(-1)  # (B,) lengths
@@ -538,57 +509,6 @@ def tir_optimal_token_baseline(
     """
     return _otb(token_rewards, mask, group_ids, old_logp, sum_pi_squared, rollout_is_weights,
                 handle_zero_tail, eps, compact=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# value loss
-# ----------------------------------------------------------------------------------------------
-
-
-def value_loss(
-    vpreds: Tensor,
-    values: Tensor,
-    returns: Tensor,
-    mask: Tensor,
-    *,
-    cliprange: float,
-    agg: str = "token-mean",
-    max_len: int | None = None,
-    num_tokens: Number | Tensor | None = None,
-    num_seqs: Number | Tensor | None = None,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """PPO's clipped value loss (verl ``core_algos.compute_value_loss``), with gradient through ``vpreds``.
-
-    ``v_clip = clamp(vpred, V - c, V + c)``, per token ``L = max((vpred - R)^2, (v_clip - R)^2)``,
-    ``loss = 0.5 * aggregate(L, m, agg)`` (the 0.5 after aggregation, as verl). ``values`` (the old
-    critic's) and ``returns`` are targets (detached). ``agg``, ``max_len`` (the constant of
-    ``seq-mean-token-sum-norm``; verl's default is the padded width T, its ``loss_scale_factor``
-    when set), ``num_tokens`` and ``num_seqs`` (the optimizer step's totals, so that micro-batch
-    losses add up to the step's loss) are :func:`rewardlab.algos.aggregate`'s.
-
-    Returns ``(loss, {"vf_loss", "vf_clipfrac"})``: ``vf_clipfrac`` is the fraction of this call's
-    valid tokens with ``(v_clip - R)^2 > (vpred - R)^2`` (verl divides by ``N + 1e-8``; the
-    difference is below 1e-8 relative). The gradient is 0 at padding.
-    """
-    _check_bt("vpreds", vpreds)
-    for name, x in (("values", values), ("returns", returns), ("mask", mask)):
-        _check_bt(name, x, vpreds.shape)
-    c = _real("cliprange", cliprange, 0.0)
-    cdt = _cdt(vpreds)
-    m = mask.detach().bool()  # (B, T)
-    zero = torch.zeros((), dtype=cdt, device=vpreds.device)
-    vp = torch.where(m, vpreds.to(cdt), zero)  # (B, T) padding -> 0 (blocks NaN gradients too)
-    v_old = _masked(values, m, cdt)  # (B, T)
-    ret = _masked(returns, m, cdt)  # (B, T)
-    v_clip = torch.clamp(vp, v_old - c, v_old + c)  # (B, T)
-    l_unclipped = (vp - ret) ** 2  # (B, T)
-    l_clipped = (v_clip - ret) ** 2  # (B, T)
-    per_token = torch.maximum(l_unclipped, l_clipped)  # (B, T)
-    loss = 0.5 * aggregate(per_token, m, agg, max_len=max_len, num_tokens=num_tokens, num_seqs=num_seqs)
-    with torch.no_grad():
-        clipped = (l_clipped > l_unclipped) & m  # (B, T)
-        clipfrac = clipped.to(cdt).sum() / m.sum().clamp(min=1).to(cdt)
-    return loss, {"vf_loss": loss.detach(), "vf_clipfrac": clipfrac}
 
 
 ESTIMATORS: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {

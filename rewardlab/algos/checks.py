@@ -21,3 +21,12 @@ def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     """Raise :class:`AlgoError` unless ``value`` is one of ``allowed``."""
     if value not in allowed:
         raise AlgoError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
+
+
+def check_real(name: str, x: object, lo: float | None = None, hi: float | None = None) -> float:
+    """``x`` as a float, or a one-line AlgoError when it is not a finite number in [lo, hi]."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        raise AlgoError(f"{name} must be a finite number, got {x!r}")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise AlgoError(f"{name} must be in [{lo}, {hi}], got {x!r}")
+    return float(x)

@@ -55,3 +55,22 @@ def group_index(group_ids: Tensor | Sequence[Hashable], size: int, device: torch
     if inv.numel() != size:
         raise AlgoError(f"group_ids has {inv.numel()} entries for {size} responses")
     return inv.to(device), n_groups
+
+
+def check_bt(name: str, t: Tensor, shape: torch.Size | None = None) -> None:
+    """A one-line AlgoError unless ``t`` is a (B, T) tensor (of ``shape`` when given)."""
+    if not isinstance(t, Tensor) or t.dim() != 2:
+        raise AlgoError(f"{name} must be a (B, T) tensor, got {getattr(t, 'shape', type(t).__name__)}")
+    if shape is not None and t.shape != shape:
+        raise AlgoError(f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+
+
+def check_b(name: str, t: Tensor, b: int) -> None:
+    """A one-line AlgoError unless ``t`` is a (b,) tensor."""
+    if not isinstance(t, Tensor) or t.shape != (b,):
+        raise AlgoError(f"{name} must be a ({b},) tensor, got {getattr(t, 'shape', type(t).__name__)}")
+
+
+def masked(x: Tensor, m: Tensor, dtype: torch.dtype) -> Tensor:
+    """``x`` in ``dtype`` with padding replaced by 0 (detached)."""
+    return torch.where(m, x.detach().to(dtype), torch.zeros((), dtype=dtype, device=m.device))
