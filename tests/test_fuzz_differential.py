@@ -133,6 +133,14 @@ REGRESSIONS = [
     ("86", "answer  :\u200b 7  = 86", "different", "'7 = 86' is a false equation, not a derivation ending in 86"),
     ("570", "!ab  answer 3 answer 570", "different", "two bare 'answer N' with different N: no single answer"),
     ("11\\sqrt2", "answeranswer$11\\sqrt2qIis  ", "different", "'qIis' is sub-word junk, not a unit to drop"),
+    # found by --pairs 100000 --seeds 7, 8 and 9
+    ("15,620", "15,620_10:", "different", "a thousands separator inside a base numeral: no numeral"),
+    ("232", "ing   ab 9 (GZ 232", "different", "fewer than 3 plain words around two numbers: junk, not prose"),
+    ("1125", "answer  ing\u200b 0  ab 1125", "different", "same, with a zero-width space"),
+    ("168000", "answer\u00e9(is 12 Zanswer 168000", "different", "same, sub-words glued to an accent and a bracket"),
+    ("204_5", "=:\\\\ 9 #= 204_5", "different", "a lone '#' and '=:' in a bare line: junk, math-verify read 204"),
+    ("41", "=#\\  12 _= 41", "different", "a subscripted '=': junk, math-verify read 41"),
+    ("0", "0Z2:", "different", "a capital letter between digits: not the product 0*Z*2"),
 ]
 
 

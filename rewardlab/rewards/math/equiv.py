@@ -440,6 +440,7 @@ def _words_and_values(s: str) -> bool:
 _DIGITS36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _GLUED_LETTERS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}\d")  # "0qI1", "0is1is"; "\log2" is a command
 _DANGLING_BACKSLASH = re.compile(r"(?<!\\)\\\s*$")  # "\frac{5}{13}x1\": cut junk, not LaTeX
+_LETTER_BETWEEN_DIGITS = re.compile(r"\d[A-DF-WYZ]\d")  # "0Z2"; "2X3" and "1E5" are a product and a power
 _SUBSCRIPTED_NUMBER = re.compile(r"[\d}]_\{?\d")  # "68000_10ing", "\frac{1}{16}_00": never the bare value
 _BASE_NUMERAL = re.compile(r"-?+(\d[0-9A-Z]{0,63})_\{?(\d{1,2})\}?")
 
@@ -503,7 +504,9 @@ def _refuse_raw(pred: str, gold: str, pn: str, pf: dict, gf: dict) -> tuple[str,
     if (_GLUED_LETTERS.search(pred) or _DANGLING_BACKSLASH.search(pred)) and not (
             _GLUED_LETTERS.search(gold) or _DANGLING_BACKSLASH.search(gold)):
         return "junk", "letters glued to digits (0qI1) or a dangling backslash: no formula"
-    if (_SUBSCRIPTED_NUMBER.search(pred) and not (_BASE_NUMERAL.fullmatch(pn) and "unit" not in pf)
+    if _LETTER_BETWEEN_DIGITS.search(pred) and not _LETTER_BETWEEN_DIGITS.search(gold):
+        return "junk", "a capital letter between two digits (0Z2): no product a formula writes"
+    if (_SUBSCRIPTED_NUMBER.search(pred) and not (_BASE_NUMERAL.fullmatch(pn) and "unit" not in pf and "," not in pred)
             and not _SUBSCRIPTED_NUMBER.search(gold)):
         return "base_numeral", "a number with a digit subscript that is no base numeral"
     if pf.get("unit_power", "1") != gf.get("unit_power", "1") and "unit" in pf and "unit" in gf:

@@ -257,6 +257,7 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
     text = clean_text(text, policy.strip_thinking)
     if "\x00" in text:
         text = text.replace("\x00", "")
+    stray_invisible = bool(_STRAY_ZERO_WIDTH.search(text))
     text = _ZERO_WIDTH.sub("", text)  # invisible: "5\u200b40" is 540
     if not text.strip():
         return Extraction(None, "none", "no_answer")
@@ -319,8 +320,11 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
         if results:  # "3 + 1 equals 4." is the statement of a result, not a text answer
             return Extraction(_rhs(results[-1]), "result")
         return Extraction(stripped[:MAX_ANSWER_CHARS], "bare")
-    if len(_PLAIN_WORD.findall(text[-4000:])) < MIN_PROSE_WORDS:  # "ab ANS: 0 (is 624": no prose, no bare answer
+    words = len(_PLAIN_WORD.findall(text[-4000:]))
+    if words < MIN_PROSE_WORDS:  # "ab ANS: 0 (is 624": no prose, no bare answer
         return Extraction(None, "none", "no_answer")
+    if words < MIN_WORDS_AROUND_NUMBERS and _sub_words_around_numbers(stripped[-4000:], stray_invisible):
+        return Extraction(None, "none", "junk")  # "ing   ab 9 (GZ 232": sub-words around numbers, no sentence
     if len({_digits_key(m.group(1)) for m in _ANSWER_THEN_NUMBER.finditer(stripped[-4000:])}) >= 2:
         return Extraction(None, "none", "ambiguous")  # "!ab answer 3 answer 570": two answers, none chosen
     return _conclusion(stripped[-4000:], policy)
@@ -349,6 +353,9 @@ _LATEX_NAMES = re.compile(r"\\(?:begin|end)\s*+\{[^{}]{0,40}\}(?:\{[^{}]{0,40}\}
 _GLUED = re.compile(r"[A-Za-z]{3,}[{}()|$#!=:_<>\d]|[{}()|$#!=:_<>\d][A-Za-z]{3,}|[a-z][A-Z]|(?<![A-Za-z])[A-Za-z]{2}[{}()|$#!=:_<>]")
 
 
+_JUNK_SYMBOLS = re.compile(r"(?<!#)#(?!#)|_(?=[\s=:#])|=\s*+[:#]|[:#]\s*+=")
+
+
 def _junk_token(tok: str) -> bool:
     """Whether one whitespace-free token is junk (``answer{xZ``); ``f(x)``, ``sin(x)``, ``x=5``, ``2ab``,
     ``\\frac{10}{9}`` and ``\\begin{pmatrix}`` are not."""
@@ -372,6 +379,8 @@ def _is_junk(text: str) -> bool:
     if "\n" in text or not is_bare_answer(text):
         return False
     # brackets that never close, braces that do not pair, or an odd "$": "={$) 12 |: y = 2x + 3"
+    if _JUNK_SYMBOLS.search(text):
+        return True  # "=#\\  12 _= 41": a lone "#", a subscripted "=" or a space, "=:" - no formula writes them
     return (sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}") or bool(re.match(r"[=\s]*[)\]}]", text))
             or text.count("{") != text.count("}") or text.replace("\\$", "").count("$") % 2 == 1)
 
@@ -412,6 +421,19 @@ MIN_PROSE_WORDS = 1
 three letters or more ("We find that $x < 3$."); sub-word junk around numbers ("ab ANS: 0 (is 624") has none."""
 MAX_TRAILING_PIECES = 2
 """Number-free sentences allowed after the answer sentence ("Let me know if you need more help!")."""
+MIN_WORDS_AROUND_NUMBERS = 3
+"""A marker-less text with fewer plain words than this, two or more different numbers, no math segment, and a
+bracket that never closes or a stray zero-width character ("ing   ab 9 (GZ 232", "answer  ing\u200b 0  ab 1125")
+is a random model's sub-words around numbers; "not it's not 10 it's 1,000.99" is still read."""
+_STRAY_ZERO_WIDTH = re.compile("(?<!\\d)[\u200b\u200c\u200d\u2060\ufeff]|[\u200b\u200c\u200d\u2060\ufeff](?!\\d)")
+
+
+def _sub_words_around_numbers(text: str, stray_invisible: bool) -> bool:
+    """See MIN_WORDS_AROUND_NUMBERS (the caller has counted the words)."""
+    if len(set(_numbers(text))) < 2 or _MATH_SEG.search(text):
+        return False
+    unbalanced = sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}")
+    return unbalanced or stray_invisible
 
 
 def _pieces(text: str) -> list[tuple[int, str]]:
