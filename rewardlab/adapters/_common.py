@@ -65,7 +65,7 @@ def coerce_reference(reference: Any) -> Any:
       (HumanEval) becomes ``{"tests": ..., "entry_point": ..., "prompt": ...}``.
     Anything else (a math answer string) is returned unchanged.
     """
-    reference = _plain(reference)
+    reference = plain_value(reference)
     if isinstance(reference, str) and reference.lstrip().startswith("{"):
         try:
             decoded = json.loads(reference)
@@ -92,7 +92,7 @@ def _stdio(x: Any) -> str:
     return str(x)
 
 
-def _plain(x: Any) -> Any:
+def plain_value(x: Any) -> Any:
     """numpy scalar / 0-d / 1-d arrays -> Python objects, without importing numpy."""
     tolist = getattr(x, "tolist", None)
     if tolist is not None and type(x).__module__ == "numpy":

@@ -37,7 +37,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from rewardlab.adapters._common import RewardLike, _plain, coerce_reference, log, resolve, score_many
+from rewardlab.adapters._common import RewardLike, plain_value, coerce_reference, log, resolve, score_many
 from rewardlab.rewards.base import RewardResult
 from rewardlab.rewards.combine import Combined, reward_from_specs
 
@@ -151,11 +151,11 @@ def label_references(label: Any) -> list[Any] | None:
     a list is a set of accepted answers, each one a reference (an empty list: no reference, like
     ``null``); a boolean, or a list holding a list or a boolean, is no reference at all (``None``).
     """
-    label = _plain(label)
+    label = plain_value(label)
     if isinstance(label, bool):
         return None
     if isinstance(label, (list, tuple)):
-        items = [_plain(x) for x in label]
+        items = [plain_value(x) for x in label]
         if any(isinstance(x, (bool, list, tuple)) for x in items):
             return None
         return [coerce_reference(x) for x in items] if items else [None]
