@@ -83,8 +83,12 @@ def build_tiny_model(
     num_layers: int = 2,
     num_heads: int = 4,
     seed: int = 0,
+    dropout: float = 0.0,
 ) -> Path:
-    """Save a random tiny causal LM plus tokenizer to ``path`` (created) and return the path."""
+    """Save a random tiny causal LM plus tokenizer to ``path`` (created) and return the path.
+
+    ``dropout`` > 0 sets the attention dropout (Qwen2's ``attention_dropout``), active in training mode: a
+    model whose update consumes random numbers, for tests of the RNG state across a resume."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
@@ -104,6 +108,7 @@ def build_tiny_model(
         bos_token_id=None,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
+        **({"attention_dropout": dropout} if dropout else {}),
     )
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
