@@ -48,7 +48,6 @@ of 0.20 at temperature 1.0 (0.29 at 0.8) with 48 new tokens, and improves within
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -58,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab import models
+from rewardlab.jsonl import read_jsonl
 from rewardlab.errors import RewardlabError
 from rewardlab.models import file_sha256
 from rewardlab.rewards.math import find_boxes
@@ -173,28 +173,6 @@ def gsm8k_gold(answer: str) -> str | None:
 
 
 # ----------------------------------------------------------------------------- file helpers
-
-
-def read_jsonl(path: Path, *, torn_tail: bool = False) -> list[dict]:
-    """Records of a ``.jsonl`` or ``.jsonl.gz`` file, blank lines skipped; a bad line is a one-line error.
-
-    The one JSONL reader: data files (tasks, eval specs) and the eval's samples files. With
-    ``torn_tail=True`` a last line without its newline (a writer killed mid-line) is dropped instead
-    of parsed. Lines split on ``\\n`` only (U+2028 inside a JSON string is not a line break).
-    """
-    opener = gzip.open if path.suffix == ".gz" else open
-    rows = []
-    with opener(path, "rt", encoding="utf-8", newline="\n") as f:
-        for lineno, line in enumerate(f, 1):
-            if torn_tail and not line.endswith("\n"):
-                break
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise RewardlabError(f"{path} line {lineno}: not valid JSON ({e.msg})") from None
-    return rows
 
 
 def _need(rec: dict, fields: tuple[str, ...], where: str) -> None:

@@ -190,7 +190,7 @@ CONVERTERS: dict[str, Callable[..., dict]] = {"codecontests": codecontests_row, 
 def convert_file(fmt: str, src: str | Path, dst: str | Path, *, language: str | None = None,
                  max_tests: int | None = None) -> tuple[int, dict[str, int]]:
     """Convert a JSONL file of ``fmt`` records; returns ``(rows written, {reason: rows skipped})``."""
-    from rewardlab.tasks import read_jsonl
+    from rewardlab.jsonl import read_jsonl
 
     conv = CONVERTERS[fmt]
     written, skipped = 0, {}
