@@ -12,10 +12,9 @@ from rewardlab.train.config import (
     field_docs,
     parse_overrides,
     resolve_algo,
-    save_yaml,
-    settings_differ,
     to_dict,
 )
+from rewardlab.train.saved_config import save_yaml, settings_differ
 from rewardlab.errors import RewardlabError
 
 
@@ -120,7 +119,7 @@ def test_vllm_engine_settings_default_and_parse():
 
 
 def test_settings_diff_names_each_setting_with_old_and_new_value():
-    from rewardlab.train.config import describe_diff, settings_diff
+    from rewardlab.train.saved_config import describe_diff, settings_diff
 
     saved = to_dict(TrainConfig(algo="gspo", lr=1e-4, task="arith"))
     now = TrainConfig(algo="grpo", lr=2e-4, task="arith", steps=99, device="cpu")  # steps/device may change
@@ -131,7 +130,7 @@ def test_settings_diff_names_each_setting_with_old_and_new_value():
 
 
 def test_a_run_saved_with_explicit_preset_values_still_resumes():
-    from rewardlab.train.config import settings_diff
+    from rewardlab.train.saved_config import settings_diff
 
     saved = {**to_dict(TrainConfig(algo="gspo")), "entropy_coef": 0.0, "overlong_filter": False}  # the old defaults
     assert settings_diff(saved, TrainConfig(algo="gspo")) == []

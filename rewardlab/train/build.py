@@ -27,13 +27,13 @@ from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
 from rewardlab.tasks import Row
 from rewardlab.train import distributed, feedback
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
-from rewardlab.train.config import (TrainConfig, check_model, derive, describe_diff, resolve_algo, resolve_device,
-                                    save_yaml, settings_diff, to_dict, total_token_budget)
+from rewardlab.train.config import TrainConfig, check_model, derive, resolve_algo, resolve_device, to_dict, total_token_budget
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
 from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters
 from rewardlab.train.metrics import peak_rss_mb
 from rewardlab.train.process import seed_everything
+from rewardlab.train.saved_config import describe_diff, save_yaml, settings_diff
 from rewardlab.train.runtime import build_reward, rank_rng, run_dir_of
 from rewardlab.train.samples import PromptStream, RolloutLog
 from rewardlab.train.state import Critic, Options, Plan, Run, Sampler, Trainer

@@ -126,6 +126,10 @@ class _Settings:
     """vLLM engine: share of the GPU's memory it may take for weights + KV cache (the trainer keeps the rest)."""
     vllm_sleep_mode: bool = False
     """vLLM engine (GPU only): free its KV cache and offload its weights between rollouts."""
+    async_steps: int = 0
+    """Asynchronous rollout (rewardlab.train.async_rollout): generate the rollouts of steps t+1..t+k in a worker process while step t trains, by a policy at most k steps old (0 = synchronous, today's loop)."""
+    max_staleness: int | None = None
+    """--async-steps: drop (and regenerate) rollouts whose policy is more than this many steps old, counted as async/dropped (None = --async-steps)."""
     tools: str = "none"
     """Tool use: none, or python (multi-turn: the model may write ```python blocks; each runs in the sandbox and
     its output is inserted, loss-masked; the reward grades the model's last turn). HF or vLLM engine."""
@@ -437,6 +441,8 @@ def validate(cfg: TrainConfig) -> None:
     for name in positive:
         if getattr(cfg, name) < 1:
             raise RewardlabError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.async_steps < 0 or (cfg.max_staleness is not None and cfg.max_staleness < 0):
+        raise RewardlabError("--async-steps and --max-staleness must be >= 0")
     if cfg.lr <= 0:
         raise RewardlabError(f"--lr must be > 0, got {cfg.lr}")
     if cfg.temperature <= 0:
@@ -569,62 +575,9 @@ def to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-def save_yaml(path: str | os.PathLike, cfg: TrainConfig, *, derived: Derived | None = None,
-              algo: Algo | dict[str, Any] | None = None) -> None:
-    """Write the resolved config (plus derived sizes and the algorithm settings in force) as YAML."""
-    data = to_dict(cfg)
-    extra: dict[str, Any] = {}
-    if derived is not None:
-        extra["sizes"] = dataclasses.asdict(derived)
-    if algo is not None:
-        extra["algorithm"] = {k: v for k, v in algo.items() if isinstance(v, (int, float, str, bool, type(None)))}
-    if extra:
-        data["derived"] = extra
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
-    os.replace(tmp, path)
-
-
-_RESUME_FREE = {"steps", "output_dir", "progress", "plots", "tensorboard", "wandb", "save_every", "save_merged",
-                "keep_checkpoints", "eval_before_after", "eval_limit", "eval_every", "eval_suite", "eval_samples",
-                "eval_temperature", "eval_max_new_tokens", "eval_ngram", "threads", "reward_workers",
-                "rollout_batch_size", "device", "vllm_gpu_memory_utilization", "vllm_sleep_mode",
-                "judge_url", "judge_concurrency", "judge_cache"}
-"""Settings a run may resume with changed: they do not alter the training trajectory."""
-
-
-def settings_diff(saved: dict[str, Any], cfg: TrainConfig) -> list[tuple[str, Any, Any]]:
-    """``(name, saved value, value now)`` for each trajectory-changing setting that differs, by name.
-
-    An algorithm field left at None now and saved as the very value the preset gives it is no
-    difference (runs saved before those fields became optional wrote ``entropy_coef: 0.0``)."""
-    now = to_dict(cfg)
-    in_force = dict(resolve_algo(cfg)) if saved.get("algo") == cfg.algo else {}
-
-    def differs(k: str, old: Any, new: Any) -> bool:
-        return old != new and not (new is None and k in ALGO_FIELDS and k in in_force and in_force[k] == old)
-
-    return sorted((k, saved[k], v) for k, v in now.items()
-                  if k not in _RESUME_FREE and k in saved and differs(k, saved[k], v))
-
-
-def settings_differ(saved: dict[str, Any], cfg: TrainConfig) -> list[str]:
-    """Names of settings that change the training trajectory and differ from a saved run's."""
-    return [name for name, _, _ in settings_diff(saved, cfg)]
-
-
-def describe_diff(diff: list[tuple[str, Any, Any]]) -> str:
-    """``--lr 0.0001 -> 0.0002, --algo 'gspo' -> 'grpo'``: what :func:`settings_diff` found, for one line."""
-    def show(v: Any) -> str:
-        return repr(v) if isinstance(v, str) else str(v)
-
-    return ", ".join(f"--{name.replace('_', '-')} {show(old)} -> {show(new)}" for name, old, new in diff)
-
-
 _DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
 """A device spelling (checked without importing torch; ``models.resolve_device`` checks the device itself)."""
 
 
 __all__ = ["ALGO_FIELDS", "ALGOS", "TrainConfig", "Derived", "build_config", "derive", "field_docs", "parse_overrides",
-           "resolve_algo", "save_yaml", "to_dict", "validate", "settings_differ", "settings_diff", "describe_diff",
-           "resolve_device", "check_model", "eval_suite_names"]
+           "resolve_algo", "to_dict", "validate", "resolve_device", "check_model", "eval_suite_names"]
