@@ -31,7 +31,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from rewardlab.sandbox.languages import LANGUAGES, Program, _file, compile_program, get_language, run_program
+from rewardlab.sandbox.languages import LANGUAGES, Program, compile_program, file_entry, get_language, run_program
 from rewardlab.sandbox.parent import Limits, SandboxPool, get_pool
 
 _NAMES = {"nodejs": "javascript", "node": "javascript", "typescript": None, "python3": "python"}
@@ -41,7 +41,7 @@ _MAX_BODY = 64 << 20
 def _python_program(code: str) -> Program:
     """Python as a plain process (stderr, exit status and files as SandboxFusion reports them)."""
     py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "/usr/local/bin/python3"
-    return Program("python", True, "ok", [py, "-I", "main.py"], {"main.py": _file(code)}, code)
+    return Program("python", True, "ok", [py, "-I", "main.py"], {"main.py": file_entry(code)}, code)
 
 
 def _result(status: str, t: float, rc: int | None, stdout: str, stderr: str) -> dict:

@@ -218,7 +218,8 @@ def _header(timeout: float, lim: Limits, *, memory_mb: int | None = None, as_mb:
             "output_cap": lim.output_kb << 10}
 
 
-def _file(data: bytes | str, mode: int = 0o644) -> dict:
+def file_entry(data: bytes | str, mode: int = 0o644) -> dict:
+    """One file of a sandbox job's ``files`` map: its bytes in base64 and its mode."""
     raw = data.encode() if isinstance(data, str) else data
     return {"b64": base64.b64encode(raw).decode(), "mode": mode}
 
@@ -308,7 +309,7 @@ def compile_program(language: str, source: str, *, timeout: float = 30.0, pool: 
     cls = _java_class(source) if lang.name == "java" else "Main"
     src_name = lang.source.replace("{cls}", cls)
     if lang.compile is None:
-        return Program(lang.name, True, "ok", _fill(lang.run, cls), {src_name: _file(source)}, source)
+        return Program(lang.name, True, "ok", _fill(lang.run, cls), {src_name: file_entry(source)}, source)
     flags = tuple(_fill(lang.compile, cls))
     key = (lang.name, flags, hashlib.sha256(source.encode()).hexdigest())
     pool = pool or get_pool()
@@ -316,7 +317,7 @@ def compile_program(language: str, source: str, *, timeout: float = 30.0, pool: 
 
     def make() -> Program:
         t0 = time.monotonic()
-        body = {"kind": "exec", "argv": list(flags), "files": {src_name: _file(source)}, "stdin": "",
+        body = {"kind": "exec", "argv": list(flags), "files": {src_name: file_entry(source)}, "stdin": "",
                 "env": dict(lang.env), "collect": list(lang.artifacts)}
         v = _job(pool, _header(timeout, lim, memory_mb=lang.compile_memory_mb, as_mb=lang.compile_as_mb,
                                nproc=lang.compile_nproc), body)
@@ -375,7 +376,7 @@ def run_program(program: Program, stdin: str = "", *, timeout: float = 5.0, pool
                          float(v.get("elapsed") or 0.0), v.get("error") if st != "ran" else None, v.get("tier"))
     files = dict(program.files)
     for name, data in (extra_files or {}).items():
-        files[name] = _file(data)
+        files[name] = file_entry(data)
     body = {"kind": "exec", "argv": list(program.argv) + list(argv_extra or []), "files": files, "stdin": stdin,
             "env": dict(lang.env)}
     v = _job(pool, _header(timeout, lim, as_mb=lang.run_as_mb, nproc=lang.nproc), body)
