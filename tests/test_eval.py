@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -597,3 +598,24 @@ def test_run_eval_with_a_config_equals_the_call_of_before(tmp_path):
     assert new["results"]["gsm8k"]["pass@1,none"] == 1.0
     with pytest.raises(TypeError, match="settings go in cfg"):
         run_eval(cfg, "oracle", limit=2)
+
+
+def test_an_eval_runs_every_test_of_a_code_problem(monkeypatch):
+    """Training stops a code problem at its first failing test; an eval passes early_exit=False (issue 27)."""
+    from rewardlab.eval import runner
+    from rewardlab.rewards.base import RewardResult
+
+    seen = []
+
+    def fake_score_batch(reward, texts, refs, metas, deadline):
+        seen.extend(metas)
+        return [RewardResult(0.0, {"status": "ok"}) for _ in texts]
+
+    monkeypatch.setattr(runner, "score_batch", fake_score_batch)
+    spec = types.SimpleNamespace(grader="code", deadline_s=10.0)
+    rows = [types.SimpleNamespace(id="p1", reference={"tests": "assert f() == 1", "entry_point": "f"})]
+    runner._grade(spec, rows, ["def f():\n    return 1\n"], 1)
+    assert seen == [{"id": "p1", "early_exit": False}]
+    seen.clear()
+    runner._grade(types.SimpleNamespace(grader="math", deadline_s=10.0), [types.SimpleNamespace(id="m", reference="1")], ["1"], 1)
+    assert seen == [{"id": "m"}]

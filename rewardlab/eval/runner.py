@@ -193,7 +193,9 @@ def _grade(spec: BenchmarkSpec, rows: Sequence[EvalRow], texts: Sequence[str], n
     """Score each completion; returns (graded code or text per completion, RewardResult per completion)."""
     reward = get_reward(spec.grader)
     refs = [rows[j // n].reference for j in range(len(texts))]
-    metas = [{"id": rows[j // n].id} for j in range(len(texts))]
+    # an eval runs every test of a code problem (training stops at the first failure), so info["tests"] is whole
+    every_test = {"early_exit": False} if spec.grader == "code" else {}
+    metas = [{"id": rows[j // n].id, **every_test} for j in range(len(texts))]
     results = score_batch(reward, list(texts), refs, metas, deadline=spec.deadline_s)
     if spec.grader == "code":  # record the code the code reward ran (its own extraction rule)
         extracted = [extract_code(t, r.get("entry_point") if isinstance(r, dict) else None)[0] for t, r in zip(texts, refs)]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rewardlab.errors import RewardlabError
-from rewardlab.tasks import read_jsonl
+from rewardlab.jsonl import read_jsonl
 
 RESULTS_FILE = "results.json"
 SAMPLES_FORMAT = 1
