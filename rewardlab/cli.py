@@ -22,7 +22,7 @@ from rewardlab.errors import RewardlabError
 
 # name -> (module, attribute, one-line help). A command whose module is not present is not listed.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "train": ("rewardlab.commands.train", "train", "Train a causal LM with GRPO, Dr. GRPO, DAPO or GSPO."),
+    "train": ("rewardlab.commands.train", "train", "Train a causal LM with an RL algorithm preset (--algo)."),
     "eval": ("rewardlab.commands.eval", "eval_cmd", "Evaluate a model or checkpoint on GSM8K, MATH(-500), HumanEval."),
     "plot": ("rewardlab.commands.plot", "plot", "Draw the PNG plots of a run directory."),
     "reward": ("rewardlab.commands.reward", "reward", "Score completions with a reward and explain the score."),

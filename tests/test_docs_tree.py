@@ -48,7 +48,7 @@ def named_paths(text: str) -> list[tuple[int, str, Path]]:
             first = token.split("/")[0]
             if first in REPO_DIRS:
                 out.append((lineno, token, ROOT / token))
-            elif first in SUBPACKAGES and (token.endswith("/") or token.endswith(".py")):
+            elif first in SUBPACKAGES and token.endswith(("/", ".py")):
                 out.append((lineno, token, PKG / token))
     return out
 
@@ -126,8 +126,50 @@ def test_the_checks_catch_a_stale_path():
     stale = named_paths("see `rewardlab/algos.py`, `rewards/pool.py` and rollout/logp_abs_diff, `tests/test_<x>.py`")
     assert [(tok, path.exists()) for _, tok, path in stale] == [("rewardlab/algos.py", False),
                                                                  ("rewards/pool.py", False)]
-    layout = "rewardlab/\n  cli.py, commands/   click\n  plots.py (charts)\n  algos/   loss.py (KL),\n           nope.py\n```\n"
+    layout = ("rewardlab/\n  cli.py, commands/   click\n  plots.py (charts)\n"
+              "  algos/   loss.py (KL),\n           nope.py\n```\n")
     named, modules, whole = layout_paths(layout)
     assert PKG / "algos" / "nope.py" in named and not (PKG / "algos" / "nope.py").exists()
     assert modules == {PKG / "cli.py", PKG / "plots.py", PKG / "algos" / "loss.py", PKG / "algos" / "nope.py"}
     assert whole == {PKG / "commands"}
+
+
+# --- words generated from the code: the presets are listed from rewardlab.algos.PRESETS, never by hand ---
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text))
+
+
+def test_algo_help_names_every_preset():
+    from click.testing import CliRunner
+
+    from rewardlab.algos import PRESETS
+    from rewardlab.commands.train import train
+
+    algo = next(p for p in train.params if p.name == "algo")
+    assert set(PRESETS) <= words(algo.help), sorted(set(PRESETS) - words(algo.help))
+    shown = CliRunner().invoke(train, ["--help"], terminal_width=80)
+    assert shown.exit_code == 0
+    options = shown.output.split("All settings")[0]  # the options block, before the settings epilog
+    assert set(PRESETS) <= words(options), sorted(set(PRESETS) - words(options))
+
+
+def test_no_docstring_lists_presets_by_hand():
+    """The package docstrings either list every preset (rewardlab.algos, generated) or none: a hand-written
+    short list ("GRPO, Dr. GRPO, DAPO or GSPO") goes stale with the next preset."""
+    import rewardlab
+    import rewardlab.algos
+    import rewardlab.cli
+    import rewardlab.commands.train
+    import rewardlab.train
+    import rewardlab.train.loop
+    from rewardlab.algos import PRESETS
+
+    assert set(PRESETS) <= words(rewardlab.algos.__doc__)
+    modules = (rewardlab, rewardlab.train, rewardlab.train.loop, rewardlab.commands.train)
+    texts = {m.__name__: m.__doc__ for m in modules}
+    texts["rewardlab train (its help)"] = rewardlab.commands.train.train.help
+    texts["rewardlab --help's train row"] = rewardlab.cli.COMMANDS["train"][2]
+    stale = [name for name, text in texts.items() if re.search(r"Dr\. GRPO,? (?:/ )?DAPO", text or "")]
+    assert not stale, f"hand-written preset lists in {stale}"

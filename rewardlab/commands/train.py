@@ -1,4 +1,5 @@
-"""``rewardlab train``: GRPO / Dr. GRPO / DAPO / GSPO on a causal LM (the loop: rewardlab/train/loop.py).
+"""``rewardlab train``: an RL algorithm preset (``--algo``, any of ``rewardlab.algos.PRESETS``) on a causal LM
+(the loop: rewardlab/train/loop.py).
 
     rewardlab train --algo gspo                                 # embedded default, CPU, offline
     rewardlab train --algo dapo --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k --lr 1e-6
@@ -18,8 +19,10 @@ from pathlib import Path
 
 import click
 
+from rewardlab.algos import PRESETS
 from rewardlab.errors import RewardlabError
 from rewardlab.eval import run_eval
+from rewardlab.tasks import TASKS
 from rewardlab.train import Interrupted, TrainConfig, build_config, parse_overrides, set_threads
 from rewardlab.train import train as run_training
 from rewardlab.train.checkpoint import checkpoint_dir, is_adapter_checkpoint
@@ -42,15 +45,16 @@ def _epilog() -> str:
     epilog=_epilog(),
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file of settings.")
-@click.option("--algo", help="grpo, dr_grpo, dapo or gspo (default gspo).")
+@click.option("--algo", help=f"Algorithm preset: {', '.join(PRESETS)} (default {TrainConfig().algo};"
+                             " docs/algorithms.md).")
 @click.option("--model", help="HF hub id or local folder (default: embedded SmolLM2-135M-Instruct).")
-@click.option("--task", help="arith (default), gsm8k, math, humaneval.")
+@click.option("--task", help=f"{', '.join(TASKS)} or a FILE.jsonl of rows (default {TrainConfig().task}).")
 @click.option("--steps", type=int, help="Training steps.")
 @click.option("--output-dir", help="Run directory (rerun the same command to resume).")
 @click.pass_context
 def train(ctx: click.Context, config_path: str | None, algo: str | None, model: str | None, task: str | None,
           steps: int | None, output_dir: str | None) -> None:
-    """Train a causal LM with GRPO, Dr. GRPO, DAPO or GSPO."""
+    """Train a causal LM with an RL algorithm preset (--algo) on a task's rewards."""
     overrides: dict[str, object] = {}
     for key, value in (("algo", algo), ("model", model), ("task", task), ("steps", steps), ("output_dir", output_dir)):
         if value is not None:

@@ -53,7 +53,7 @@ class _Settings:
 
     # --- what to train ---
     algo: str = "gspo"
-    """Algorithm preset: grpo, dr_grpo, dapo or gspo (see docs/algorithms.md)."""
+    """Algorithm preset: a name of rewardlab.algos.PRESETS (all listed in --algo's help; docs/algorithms.md)."""
     model: str | None = None
     """HF hub id or local folder of a causal LM; None = the embedded SmolLM2-135M-Instruct."""
     task: str = "arith"
