@@ -1,4 +1,4 @@
-"""The RL loop: GRPO, Dr. GRPO, DAPO and GSPO for Hugging Face causal LMs, on one page.
+"""The RL loop for Hugging Face causal LMs, on one page: every preset of :data:`rewardlab.algos.PRESETS`.
 
     rewardlab train --algo gspo                       # embedded SmolLM2-135M-Instruct on "arith", CPU
     rewardlab train --algo dapo --model Qwen/Qwen2.5-0.5B-Instruct --task gsm8k --steps 200
@@ -27,7 +27,10 @@ the metrics row in :mod:`rewardlab.train.metrics`, model compute in :mod:`reward
 the setup (``build_plan``, ``build_trainer``: engine, reference, optimizer, critic, options) in
 :mod:`rewardlab.train.build`, the typed run state (``Plan``, ``Trainer``, ``Run``) in :mod:`rewardlab.train.state`,
 samples and batches in :mod:`rewardlab.train.samples`, Ctrl-C and threads in :mod:`rewardlab.train.process`.
-Evaluating before and after training is composed by the command (``rewardlab.commands.train``), not done here.
+Held-out evaluation during training (``--eval-every``) is a stage of its own, :mod:`rewardlab.train.evaluation`:
+the loop starts it once the logs open and calls it after each step's checkpoint. Evaluating before and after
+training with the eval suite (``--eval-before-after``) is composed by the command (``rewardlab.commands.train``),
+since train never imports eval.
 """
 
 from __future__ import annotations
