@@ -25,7 +25,7 @@ from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm
 from rewardlab.rollout import Collectives, RolloutEngine, format_prompt, make_engine
 from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
 from rewardlab.tasks import Row
-from rewardlab.train import distributed, feedback
+from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
 from rewardlab.train.config import TrainConfig, check_model, derive, resolve_algo, resolve_device, to_dict, total_token_budget
 from rewardlab.train.critic import ValueModel
@@ -51,6 +51,7 @@ def build_plan(cfg: TrainConfig, locks: list[FolderLock]) -> Plan:
     dist = distributed.init()
     algo = resolve_algo(cfg)
     sizes = derive(cfg, world_size=dist.world_size, mini_batches=algo.mini_batches)
+    async_rollout.refuse(cfg, algo, dist.world_size)  # --async-steps with what it cannot pipeline: one line
     run_dir = run_dir_of(cfg)
     check_model(cfg.model)
     rows = build_rows(cfg)

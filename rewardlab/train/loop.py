@@ -50,7 +50,7 @@ from rewardlab.plots import plot_run
 from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rewards.pool import score_batch
 from rewardlab.rollout import Completion, SamplingParams
-from rewardlab.train import distributed, evaluation, feedback
+from rewardlab.train import async_rollout, distributed, evaluation, feedback
 from rewardlab.train.build import build_plan, build_run, build_trainer
 from rewardlab.train.checkpoint import checkpoint_bytes, rng_state, save_checkpoint
 from rewardlab.train.config import TrainConfig, to_dict
@@ -101,15 +101,16 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
         on_start(plan.run_dir, plan.start_step)
     run = build_run(plan, trainer)  # the logs open, then (resuming) this rank's RNG state is restored
     evals = evaluation.start(run)  # --eval-every: held-out checks at start-up, then the starting policy's eval
+    rollout = async_rollout.start(run, rollout_and_score)  # --async-steps k: a generation worker k steps ahead
 
     step = last_saved = run.start_step
     t_run = time.perf_counter()
     try:
-        with StopFlag(run.log.message if run.main else (lambda m: None)) as stop:
+        with StopFlag(run.log.message if run.main else (lambda m: None)) as stop, rollout:  # rollout: closes its worker
             while step < cfg.steps and not stop.agreed(distributed.all_reduce_max):
                 step += 1
                 t_step, cpu_step = time.perf_counter(), time.process_time()
-                batch = rollout_and_score(run, step)
+                batch = rollout(run, step)  # rollout_and_score (k = 0)
                 if batch.kept and feedback.critic_step(run, step):  # --- dual-agent: this step trains the critic ---
                     batch.kept = feedback.critic_samples(batch.kept)
                 if batch.kept:
@@ -143,13 +144,13 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
 # --- rollout and reward (with DAPO's dynamic sampling) ---
 
 
-def rollout_and_score(run: Run, step: int) -> Batch:
-    """Generate and score rounds of prompts until the batch is full (one round unless DAPO filters)."""
+def rollout_and_score(run: Run, step: int, gen: Callable[..., tuple] | None = None) -> Batch:
+    """Generate (``gen``, default :func:`generate`) and score rounds until the batch is full (DAPO: several)."""
     cfg, algo = run.cfg, run.algo
     batch = Batch(target=cfg.prompts_per_step * cfg.group_size, step=step)
     while len(batch.kept) < batch.target and batch.gen_round < cfg.max_gen_batches:
         batch.gen_round += 1
-        mine, prompt_texts, outs = generate(run, step, batch)
+        mine, prompt_texts, outs = (gen or generate)(run, step, batch)
         scored = score(run, mine, prompt_texts, outs, batch)
         if algo.advantage == "remax":  # --- ReMax: each prompt's greedy completion's reward is its baseline ---
             greedy_baselines(run, mine, prompt_texts, scored, batch)

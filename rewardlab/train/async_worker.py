@@ -1,0 +1,147 @@
+"""The generation worker of ``--async-steps``: an HF engine in its own process, on its own copy of the policy.
+
+    worker = GenerationWorker(policy, tok, version=0, batch_size=64, threads=1)
+    rid = worker.submit(prompts, n, sampling)        # queued; the worker generates while the trainer trains
+    worker.push(policy, version=1)                   # after an optimizer step: a snapshot of the trained weights
+    res = worker.result()                            # Result(rid, version, completions, gen_s, idle_s)
+    worker.close()
+
+Why a process and not a thread: the HF engine seeds and restores torch's *global* random generator
+around each ``generate`` (``rollout.decode.seeded``); in a thread that would race the trainer's own
+draws (dropout) and the RNG state a checkpoint saves. A process has its own generator, its own
+copy of the weights and no GIL shared with the update.
+
+Versioned weights, never torn: :meth:`GenerationWorker.push` clones the trainable parameters
+(the only ones an update changes) into shared memory at once, so later in-place optimizer steps
+cannot reach the message, and the worker reads its one queue in order, so a weight message is
+applied only between two generation requests, never during one. Every result carries the version
+its completions were sampled with. The worker answers in submission order.
+"""
+
+from __future__ import annotations
+
+import copy
+import queue
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from rewardlab.errors import RewardlabError
+from rewardlab.rollout.base import Completion, SamplingParams
+from rewardlab.rollout.hf import HFEngine
+
+START_TIMEOUT = 300.0
+"""Seconds the first result may take (the worker imports torch and transformers and receives the model)."""
+
+
+@dataclass
+class Result:
+    """One generation request's answer."""
+
+    rid: int
+    version: int
+    """The policy version (training steps done) whose weights sampled every completion."""
+    completions: list[Completion] | None
+    gen_s: float
+    """Seconds the engine spent generating this request."""
+    idle_s: float
+    """Seconds the worker waited for work before this request (queue empty)."""
+    error: str | None = None
+
+
+def _serve(model: Any, tokenizer: Any, version: int, batch_size: int, threads: int, requests: Any,
+           results: Any) -> None:
+    """The worker process: weight messages and generation requests, strictly in queue order."""
+    torch.set_num_threads(threads)
+    engine = HFEngine(model, tokenizer, batch_size=batch_size)
+    idle = 0.0
+    while True:
+        t0 = time.perf_counter()
+        msg = requests.get()
+        idle += time.perf_counter() - t0
+        if msg[0] == "stop":
+            return
+        if msg[0] == "weights":  # between requests only: this loop is the only reader of the weights
+            _, version, params = msg
+            unexpected = model.load_state_dict(params, strict=False).unexpected_keys
+            if unexpected:
+                results.put(Result(-1, version, None, 0.0, 0.0, f"unknown weights {unexpected[:3]}"))
+                return
+            continue
+        _, rid, prompts, n, sampling = msg
+        t1 = time.perf_counter()
+        try:
+            outs, error = engine.generate(prompts, n, sampling), None
+        except Exception as e:  # reported to the trainer, which raises it there
+            outs, error = None, f"{type(e).__name__}: {e}"
+        results.put(Result(rid, version, outs, time.perf_counter() - t1, idle, error))
+        idle = 0.0
+
+
+def trainable_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A CPU copy of the parameters an update can change (``requires_grad``), by state-dict name."""
+    return {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters() if p.requires_grad}
+
+
+class GenerationWorker:
+    """An :class:`~rewardlab.rollout.hf.HFEngine` in a spawned process over a copy of ``model``."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, version: int, batch_size: int, threads: int):
+        ctx = mp.get_context("spawn")
+        self._requests, self._results = ctx.Queue(), ctx.Queue()
+        policy = copy.deepcopy(model).to("cpu").eval().requires_grad_(False)  # the worker's own copy
+        self._proc = ctx.Process(target=_serve, daemon=True, name="rewardlab-generation",
+                                 args=(policy, tokenizer, version, batch_size, threads, self._requests, self._results))
+        self._proc.start()
+        self._next = 0
+        self._answered = 0
+        self.push_s = 0.0
+        """Seconds spent snapshotting and sending weights (the trainer's side of the sync)."""
+
+    def submit(self, prompts: list[str], n: int, sampling: SamplingParams) -> int:
+        """Queue ``n`` completions of each prompt; returns the request id (answers come in this order)."""
+        rid = self._next
+        self._next += 1
+        self._requests.put(("generate", rid, list(prompts), n, sampling))
+        return rid
+
+    def push(self, model: torch.nn.Module, version: int) -> None:
+        """Send the trained weights as ``version``; requests queued after this one sample with them."""
+        t0 = time.perf_counter()
+        self._requests.put(("weights", version, trainable_snapshot(model)))
+        self.push_s += time.perf_counter() - t0
+
+    def result(self) -> Result:
+        """The next answer, in submission order; a dead or failing worker is a one-line error, never a hang."""
+        waited, limit = 0.0, START_TIMEOUT if self._answered == 0 else float("inf")
+        while True:
+            try:
+                res = self._results.get(timeout=1.0)
+                break
+            except queue.Empty:
+                waited += 1.0
+                if not self._proc.is_alive():
+                    raise RewardlabError(f"the generation worker died (exit code {self._proc.exitcode})") from None
+                if waited > limit:
+                    raise RewardlabError(f"the generation worker gave no answer in {limit:g} s") from None
+        self._answered += 1
+        if res.error is not None:
+            raise RewardlabError(f"the generation worker failed: {res.error}")
+        return res
+
+    def close(self) -> None:
+        """Stop the worker: at once when requests are in flight (they are dropped), else after its queue."""
+        if self._proc.is_alive() and self._answered == self._next:
+            self._requests.put(("stop",))
+            self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.terminate()
+            self._proc.join(5)
+        self._requests.cancel_join_thread()
+        self._results.cancel_join_thread()
+
+
+__all__ = ["GenerationWorker", "Result", "trainable_snapshot"]

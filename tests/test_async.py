@@ -1,0 +1,131 @@
+"""``--async-steps k``: generation k steps ahead in a worker process (rewardlab/train/async_rollout.py).
+
+Through the real CLI with the tiny random model, as tests/test_train.py, graded by its
+``length_mod_reward`` (reward variance in almost every group): k = 0 is the synchronous run exactly;
+k >= 1 runs, every sample's policy version is within the staleness bound, stale ones are dropped,
+the correction's importance weights reach the loss, and presets that cannot be pipelined are
+refused with one line. The worker itself is tested for torn updates: weights pushed while a request
+is generating must not touch that request.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from test_train import base_args, read_jsonl, run_cli
+
+from rewardlab.models import load_model
+from rewardlab.rollout import SamplingParams
+from rewardlab.rollout.hf import HFEngine
+from rewardlab.train.async_worker import GenerationWorker
+
+ASYNC = ["async/staleness_mean", "async/staleness_max", "async/dropped", "async/trainer_idle_s",
+         "async/engine_idle_s", "async/overlap"]
+
+
+def _untimed(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/")) and k != "tokens/s"} for r in rows]
+
+
+def _staleness(rollouts: list[dict]) -> list[int]:
+    return [r["step"] - 1 - r["info"]["policy_version"] for r in rollouts]
+
+
+def test_k0_is_the_synchronous_run(tiny_model_dir, tmp_path):
+    sync, k0 = tmp_path / "sync", tmp_path / "k0"
+    run_cli(base_args(tiny_model_dir, sync, algo="grpo", steps=2))
+    run_cli(base_args(tiny_model_dir, k0, algo="grpo", steps=2, async_steps=0))
+    a, b = read_jsonl(sync / "metrics.jsonl"), read_jsonl(k0 / "metrics.jsonl")
+    assert _untimed(a) == _untimed(b) and not any(k.startswith("async/") for k in b[0])
+    wa = load_file(sync / "checkpoints" / "step-000002" / "model.safetensors")
+    wb = load_file(k0 / "checkpoints" / "step-000002" / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(bool((wa[k] == wb[k]).all()) for k in wa)
+
+
+def test_k1_versions_within_bound_and_correction_weights_reach_the_loss(tiny_model_dir, tmp_path):
+    out = tmp_path / "k1"
+    run_cli(base_args(tiny_model_dir, out, algo="grpo", steps=4, async_steps=1, correction="decoupled_token_is"))
+    metrics, rollouts = read_jsonl(out / "metrics.jsonl"), read_jsonl(out / "rollouts.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    for m in metrics:
+        assert all(k in m for k in ASYNC), [k for k in ASYNC if k not in m]
+        assert m["completions/kept"] == 2 * 4 and m["grad_norm"] > 0 and 0 <= m["async/overlap"] <= 1
+    stale = _staleness(rollouts)
+    assert len(stale) == 4 * 2 * 4 and max(stale) <= 1 and min(stale) >= 0
+    assert [m["async/staleness_max"] for m in metrics] == [0, 1, 1, 1]  # the start's weights serve steps 1 and 2
+    # the engine sampled from an older policy than the trainer's: the IS weights are not 1 and enter the loss
+    assert all("is_weight/mean" in m for m in metrics)
+    assert any(abs(m["is_weight/mean"] - 1.0) > 1e-4 for m in metrics if m["async/staleness_max"] >= 1)
+
+
+def test_max_staleness_drops_older_samples(tiny_model_dir, tmp_path):
+    out = tmp_path / "k2"
+    run_cli(base_args(tiny_model_dir, out, algo="grpo", steps=4, async_steps=2, max_staleness=1))
+    metrics, rollouts = read_jsonl(out / "metrics.jsonl"), read_jsonl(out / "rollouts.jsonl")
+    assert max(_staleness(rollouts)) <= 1  # two steps ahead would be 2 old from step 3 on
+    assert sum(m["async/dropped"] for m in metrics) >= 2 * 4  # those were dropped and generated again
+    assert all(m["completions/kept"] == 2 * 4 for m in metrics)
+
+
+def test_resume_regenerates_the_rollouts_in_flight_from_the_same_prompts(tiny_model_dir, tmp_path):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    run_cli(base_args(tiny_model_dir, straight, algo="grpo", steps=4, save_every=2, async_steps=1))
+    run_cli(base_args(tiny_model_dir, split, algo="grpo", steps=2, save_every=2, async_steps=1))
+    run_cli(base_args(tiny_model_dir, split, algo="grpo", steps=4, save_every=2, async_steps=1))
+    a, b = read_jsonl(straight / "rollouts.jsonl"), read_jsonl(split / "rollouts.jsonl")
+    assert [(r["step"], r["group"], r["prompt"]) for r in a] == [(r["step"], r["group"], r["prompt"]) for r in b]
+    assert _untimed_info(a[: 2 * 8]) == _untimed_info(b[: 2 * 8])  # steps 1-2: the same run
+    # step 3 was in flight at the checkpoint: generated again, by the checkpoint's weights (version 2, not 1)
+    assert {r["info"]["policy_version"] for r in a if r["step"] == 3} == {1}
+    assert {r["info"]["policy_version"] for r in b if r["step"] == 3} == {2}
+
+
+def _untimed_info(rows: list[dict]) -> list[dict]:
+    return [{**r, "info": {k: v for k, v in r["info"].items() if k not in ("wall_s", "cpu_s")}} for r in rows]
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    ({"algo": "remax"}, "remax's baseline is a greedy rollout"),
+    ({"algo": "dapo"}, "dynamic sampling"),
+    ({"feedback": "ref"}, "--feedback / --tools"),
+])
+def test_what_cannot_run_async_is_refused_in_one_line(tiny_model_dir, tmp_path, extra, why):
+    proc = run_cli(base_args(tiny_model_dir, tmp_path / "x", async_steps=1, **extra), check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "--async-steps 1 cannot run here" in lines[0] and why in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_weights_pushed_during_a_request_do_not_reach_it(tiny_model_dir):
+    """A torn update would mix two versions inside one request's completions; each must equal its own version's."""
+    torch.set_num_threads(1)
+    v0, tok = load_model(str(tiny_model_dir), dtype="float32", device="cpu")
+    v1 = copy.deepcopy(v0)
+    with torch.no_grad():
+        for p in v1.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    for p in v1.parameters():  # the trainable part a push sends: every parameter here
+        p.requires_grad_(True)
+    prompts = ["1+1=", "2+3=", "7*6=", "9-4="]
+    sampling = SamplingParams(seed=3, max_new_tokens=32, temperature=1.0)
+    worker = GenerationWorker(v0, tok, version=0, batch_size=16, threads=1)
+    try:
+        first = worker.submit(prompts, 4, sampling)
+        worker.push(v1, version=1)  # arrives while the first request generates
+        second = worker.submit(prompts, 4, sampling)
+        a, b = worker.result(), worker.result()
+    finally:
+        worker.close()
+    assert (a.rid, a.version, b.rid, b.version) == (first, 0, second, 1)
+    want0 = HFEngine(v0, tok, batch_size=16).generate(prompts, 4, sampling)
+    want1 = HFEngine(v1, tok, batch_size=16).generate(prompts, 4, sampling)
+    assert [c.token_ids for c in want0] != [c.token_ids for c in want1]  # the versions are told apart
+    assert [c.token_ids for c in a.completions] == [c.token_ids for c in want0]
+    assert [c.token_ids for c in b.completions] == [c.token_ids for c in want1]
+    for got, want in zip(b.completions, want1):
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
