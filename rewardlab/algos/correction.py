@@ -111,19 +111,26 @@ class Correction:
     """
 
     is_level: str | None = None
-    """IS weights (verl ``rollout_is``): None (no weights), "token" (one per token, biased, low variance) or "sequence" (the row's product, broadcast)."""
+    ("""IS weights (verl ``rollout_is``): None (no weights), "token" (one per token, biased, low variance) or """
+     """"sequence" (the row's product, broadcast).""")
     is_threshold: float | str | None = 2.0
-    """verl ``rollout_is_threshold``: a number u = TIS, w = min(w, u); a string "l_u" = IcePop (sequence: MIS band), w = 0 outside [l, u]. Needed when is_level is set."""
+    ("""verl ``rollout_is_threshold``: a number u = TIS, w = min(w, u); a string "l_u" = IcePop (sequence: MIS """
+     """band), w = 0 outside [l, u]. Needed when is_level is set.""")
     batch_normalize: bool = False
-    """verl ``rollout_is_batch_normalize``: divide the weights by their batch mean (token level: over tokens; sequence level: over rows)."""
+    ("""verl ``rollout_is_batch_normalize``: divide the weights by their batch mean (token level: over tokens; """
+     """sequence level: over rows).""")
     rs: str | None = None
-    """verl ``rollout_rs``: comma-separated rejection options of RS_OPTIONS (e.g. "token_k2,seq_mean_k1"), all of which must pass; None = no rejection."""
+    ("""verl ``rollout_rs``: comma-separated rejection options of RS_OPTIONS (e.g. "token_k2,seq_mean_k1"), all of """
+     """which must pass; None = no rejection.""")
     rs_threshold: float | str | None = None
-    """verl ``rollout_rs_threshold``: one threshold for all options or one per option, comma-separated; k2/k3 an upper bound u, k1 "l_u" on pi_rollout / pi_old (a single u means l = 1/u)."""
+    ("""verl ``rollout_rs_threshold``: one threshold for all options or one per option, comma-separated; k2/k3 an """
+     """upper bound u, k1 "l_u" on pi_rollout / pi_old (a single u means l = 1/u).""")
     bypass: bool = False
-    """verl ``bypass_mode``: reuse the rollout engine's log-probs as old_logp (two policies; see bypass_policy_loss) instead of recomputing them (decoupled, three policies)."""
+    ("""verl ``bypass_mode``: reuse the rollout engine's log-probs as old_logp (two policies; see """
+     """bypass_policy_loss) instead of recomputing them (decoupled, three policies).""")
     bypass_loss: str = "ppo_clip"
-    """verl ``loss_type`` in bypass mode: ppo_clip (PPO ratio pi_theta / pi_rollout, IS weights for metrics only) or reinforce (-A sg(w) log pi)."""
+    ("""verl ``loss_type`` in bypass mode: ppo_clip (PPO ratio pi_theta / pi_rollout, IS weights for metrics only) """
+     """or reinforce (-A sg(w) log pi).""")
 
     def check(self) -> "Correction":
         """Raise :class:`AlgoError` (one line) for the first bad field; return ``self``."""
@@ -131,7 +138,8 @@ class Correction:
             raise AlgoError(f"unknown is_level {self.is_level!r}; choose one of: {', '.join(IS_LEVELS)} (or None)")
         if self.is_level is not None:
             if self.is_threshold is None:
-                raise AlgoError(f"is_level {self.is_level!r} needs is_threshold (a number u for TIS or 'l_u' for IcePop)")
+                raise AlgoError(f"is_level {self.is_level!r} needs is_threshold (a number u for TIS or 'l_u' for "
+                                "IcePop)")
             _parse_is_threshold(self.is_threshold)
         if not isinstance(self.batch_normalize, bool):
             raise AlgoError(f"batch_normalize must be true or false, got {self.batch_normalize!r}")
@@ -194,7 +202,8 @@ def preset(name: str, **overrides: Any) -> Correction:
         raise AlgoError(f"unknown rollout-correction preset {name!r}; choose one of: {', '.join(PRESETS)}")
     unknown = sorted(set(overrides) - set(FIELDS))
     if unknown:
-        raise AlgoError(f"unknown rollout-correction field(s) {', '.join(map(repr, unknown))}; valid: {', '.join(FIELDS)}")
+        raise AlgoError(f"unknown rollout-correction field(s) {', '.join(map(repr, unknown))}; valid: "
+                        f"{', '.join(FIELDS)}")
     return replace(PRESETS[name], **overrides).check()
 
 

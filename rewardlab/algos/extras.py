@@ -127,7 +127,8 @@ class AdaptiveClip:
         return self.ema / (1.0 - self.decay**self.n) if self.n else None
 
     def update(self, kl: float) -> tuple[float, float]:
-        """Fold in one step's measured KL (a finite number, a float or a 1-element tensor); return ``(eps_low, eps_high)``."""
+        """Fold in one step's measured KL (a finite number, a float or a 1-element tensor); return ``(eps_low,
+        eps_high)``."""
         kl = _finite(kl, "kl")
         self.n += 1
         self.ema = self.decay * self.ema + (1.0 - self.decay) * kl
@@ -344,7 +345,8 @@ class GroupSizePolicy:
         """Restore :meth:`state_dict`'s output (e.g. after ``json.loads``)."""
         var_ema = {str(k): _finite(v, "GroupSizePolicy state var_ema") for k, v in state["var_ema"].items()}
         count = {str(k): v for k, v in state["count"].items()}
-        if set(var_ema) != set(count) or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in count.values()):
+        if set(var_ema) != set(count) or any(isinstance(c, bool) or not isinstance(c, int)
+                                             or c < 1 for c in count.values()):
             raise AlgoError("GroupSizePolicy state: var_ema and count must have the same keys, counts integers >= 1")
         self.var_ema, self.count = var_ema, count
 
@@ -374,7 +376,8 @@ def best_of_group(scores: Tensor | Sequence[float], group_ids: Tensor | Sequence
 
 
 def bog_coef(step: int, total_steps: int, lam: float, warmup_frac: float) -> float:
-    """Weight of the best-of-group loss at ``step`` (counted from 1): ``lam * min(1, step / W)``, ``W = warmup_frac * total_steps``.
+    """Weight of the best-of-group loss at ``step`` (counted from 1): ``lam * min(1, step / W)``, ``W = warmup_frac *
+    total_steps``.
 
     A line from 0 (at step 0) to ``lam`` at step ``W`` (``W`` need not be an integer), ``lam`` at
     and after it; ``warmup_frac = 0`` gives ``lam`` at every step. E.g. ``total_steps=100``,
@@ -479,7 +482,8 @@ def dpo_loss(
     if pc.dim() != 1 or any(t.shape != pc.shape for t in (rejected_logps, ref_chosen_logps, ref_rejected_logps)):
         raise AlgoError(
             "chosen/rejected/ref log-probs must all be (P,), got "
-            + ", ".join(str(tuple(t.shape)) for t in (chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps))
+            + ", ".join(str(tuple(t.shape)) for t in (chosen_logps, rejected_logps, ref_chosen_logps,
+                                                      ref_rejected_logps))
         )
     if not is_real(beta) or beta <= 0:
         raise AlgoError(f"beta must be a number > 0, got {beta!r}")

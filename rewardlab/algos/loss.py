@@ -213,7 +213,8 @@ def _check_inputs(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
                   select: Tensor | None) -> None:
     """One-line errors for an algorithm or tensors that policy_loss cannot use."""
     if not isinstance(algo, Algo):
-        raise AlgoError(f"algo must be an Algo (algos.PRESETS[name] or algos.get(name, **overrides)), got {type(algo).__name__}")
+        raise AlgoError("algo must be an Algo (algos.PRESETS[name] or algos.get(name, **overrides)), got "
+                        f"{type(algo).__name__}")
     check_choice("loss", algo.loss, tuple(objectives.OBJECTIVES))
     check_choice("ratio", algo.ratio, RATIO_LEVELS)
     check_choice("agg", algo.agg, AGGREGATIONS)
@@ -351,7 +352,8 @@ def bypass_policy_loss(
     """
     c.check()
     if not c.bypass:
-        raise AlgoError("bypass_policy_loss needs a Correction with bypass=True (decoupled mode: correct + policy_loss)")
+        raise AlgoError("bypass_policy_loss needs a Correction with bypass=True (decoupled mode: correct + "
+                        "policy_loss)")
     clash = sorted({"is_weights"} & set(kwargs))
     if clash:
         raise AlgoError(f"bypass_policy_loss sets {', '.join(clash)} itself (from c.bypass_loss)")

@@ -58,13 +58,15 @@ class Algo(Mapping):
     """
 
     advantage: str = "std"
-    """Advantage: std (group z-score, GRPO/DAPO/GSPO), none (r - group mean, Dr. GRPO), or an estimator of rewardlab.algos.advantages (rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg)."""
+    ("""Advantage: std (group z-score, GRPO/DAPO/GSPO), none (r - group mean, Dr. GRPO), or an estimator of """
+     """rewardlab.algos.advantages (rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg).""")
     gamma: float = 1.0
     """Discount of the per-token return for advantages reinforce_pp and gae (rewards sit on the last token)."""
     lam: float = 0.95
     """GAE lambda (advantage gae)."""
     critic: str | None = None
-    """PPO value model for advantage gae: shared (a value head on the policy's trunk), separate (a copy of the policy as critic), or a model folder / hub id; None = none."""
+    ("""PPO value model for advantage gae: shared (a value head on the policy's trunk), separate (a copy of the """
+     """policy as critic), or a model folder / hub id; None = none.""")
     critic_detach_below: int = 0
     """Value-loss gradients reach only the top N trunk blocks of the critic (and its head); 0 = every block."""
     critic_lr: float | None = None
@@ -80,9 +82,11 @@ class Algo(Mapping):
     ratio: str = field(default="token", metadata={"loss": True})
     """Importance ratio level: token (GRPO, Dr. GRPO, DAPO) or sequence (GSPO, GSPO-token form; loss ppo only)."""
     eps_low: float = field(default=0.2, metadata={"loss": True})
-    """Lower clip range: the ratio is clipped at 1 - eps_low (gmpo: the log-ratio at -eps_low; dppo: the trust region below)."""
+    ("""Lower clip range: the ratio is clipped at 1 - eps_low (gmpo: the log-ratio at -eps_low; dppo: the trust """
+     """region below).""")
     eps_high: float = field(default=0.2, metadata={"loss": True})
-    """Upper clip range: the ratio is clipped at 1 + eps_high (DAPO's clip-higher raises it; gmpo: log-ratio; dppo: region above)."""
+    ("""Upper clip range: the ratio is clipped at 1 + eps_high (DAPO's clip-higher raises it; gmpo: log-ratio; """
+     """dppo: region above).""")
     clip_ratio_c: float | None = field(default=None, metadata={"loss": True})
     """Dual-clip constant (> 1) bounding the loss of A < 0 tokens at -A * c (dppo: the ratio truncation); None = off."""
     tau_pos: float = field(default=1.0, metadata={"loss": True})
@@ -120,7 +124,8 @@ class Algo(Mapping):
     mini_batches: int = 1
     """Optimizer steps per rollout batch per epoch (GSPO: 4, which makes it off-policy)."""
     clip_adapt: str | None = None
-    """Write-up option: kl = adapt the clip range to the measured KL (to the reference when beta > 0, else to the old policy), eps = eps_base (1 + alpha (target - kl) / target); None = off."""
+    ("""Write-up option: kl = adapt the clip range to the measured KL (to the reference when beta > 0, else to the """
+     """old policy), eps = eps_base (1 + alpha (target - kl) / target); None = off.""")
     clip_adapt_alpha: float = 1.0
     """KL-adaptive clip: alpha, the strength of the adaptation."""
     clip_adapt_target: float = 0.01
@@ -130,11 +135,13 @@ class Algo(Mapping):
     clip_adapt_max: float = 0.4
     """KL-adaptive clip: the largest clip range."""
     reward_norm: str | None = None
-    """Write-up option: ema = normalise rewards by a global, bias-corrected EMA of their mean and variance before the advantage; None = off."""
+    ("""Write-up option: ema = normalise rewards by a global, bias-corrected EMA of their mean and variance before """
+     """the advantage; None = off.""")
     reward_norm_decay: float = 0.99
     """EMA reward normalisation: the decay."""
     group_size_policy: str = "fixed"
-    """Write-up option: fixed (group_size for every prompt) or variance (G = clamp(ceil(var_ema / threshold), min, max) per prompt, after a warm-up)."""
+    ("""Write-up option: fixed (group_size for every prompt) or variance (G = clamp(ceil(var_ema / threshold), min, """
+     """max) per prompt, after a warm-up).""")
     group_size_min: int = 2
     """Variance-driven group size: the smallest G."""
     group_size_max: int = 16
@@ -144,13 +151,16 @@ class Algo(Mapping):
     group_size_warmup: int = 5
     """Variance-driven group size: steps with the fixed group_size before the policy applies."""
     bog_coef: float = 0.0
-    """Write-up option: lambda of the best-of-group NLL (the unique best completion of each group, above the group mean); 0 = off."""
+    ("""Write-up option: lambda of the best-of-group NLL (the unique best completion of each group, above the group """
+     """mean); 0 = off.""")
     bog_warmup: float = 0.1
     """Best-of-group loss: fraction of the steps over which lambda rises linearly from 0."""
     dpo_beta: float = 0.1
     """Online DPO (loss dpo): beta of the sigmoid loss on (best, worst) pairs of each group against the reference."""
     correction: str | None = None
-    """Rollout correction with the engine's log-probs: a preset of rewardlab.algos.correction (verl's names: decoupled_token_is, decoupled_seq_is_rs, decoupled_token_icepop, bypass_ppo_clip, bypass_pg_is, ...); None = off."""
+    ("""Rollout correction with the engine's log-probs: a preset of rewardlab.algos.correction (verl's names: """
+     """decoupled_token_is, decoupled_seq_is_rs, decoupled_token_icepop, bypass_ppo_clip, bypass_pg_is, ...); None """
+     """= off.""")
     correction_threshold: str | None = None
     """Override of the correction preset's IS threshold: a number u (truncate at u) or "l_u" (IcePop / MIS band)."""
     correction_rs_threshold: str | None = None
@@ -180,7 +190,8 @@ class Algo(Mapping):
         if not is_real(self.lam) or not 0 <= self.lam <= 1:
             raise AlgoError(f"lam must be in [0, 1], got {self.lam!r}")
         if (self.advantage == "gae") != (self.critic is not None):
-            raise AlgoError("advantage 'gae' and a critic go together: set both (--advantage gae --critic shared|separate|MODEL) "
+            raise AlgoError("advantage 'gae' and a critic go together: set both (--advantage gae --critic "
+                            "shared|separate|MODEL) "
                             f"or neither, got advantage {self.advantage!r} and critic {self.critic!r}")
         cdb = self.critic_detach_below
         if isinstance(cdb, bool) or not isinstance(cdb, int) or cdb < 0:
@@ -203,7 +214,8 @@ class Algo(Mapping):
             raise AlgoError(f"group_size_min {self.group_size_min} is above group_size_max {self.group_size_max}")
         if self.group_size_policy == "variance" and (self.dynamic_sampling or self.mini_batches > 1):
             raise AlgoError("group_size_policy variance works with one mini-batch and no dynamic sampling")
-        for name in ("clip_adapt_alpha", "clip_adapt_target", "clip_adapt_min", "clip_adapt_max", "group_size_threshold",
+        for name in ("clip_adapt_alpha", "clip_adapt_target", "clip_adapt_min", "clip_adapt_max",
+                     "group_size_threshold",
                      "dpo_beta"):
             if not is_real(getattr(self, name)) or getattr(self, name) <= 0:
                 raise AlgoError(f"{name} must be a number > 0, got {getattr(self, name)!r}")
@@ -235,7 +247,8 @@ class Algo(Mapping):
             raise AlgoError(f"mini_batches must be an integer >= 1, got {mb!r}")
         if cache is not None and (isinstance(cache, bool) or not isinstance(cache, int) or cache < 1):
             raise AlgoError(f"overlong_cache must be an integer >= 1 or None, got {cache!r}")
-        if self.correction is not None or self.correction_threshold is not None or self.correction_rs_threshold is not None:
+        if (self.correction is not None or self.correction_threshold is not None
+                or self.correction_rs_threshold is not None):
             self.rollout_correction()  # a bad preset name or threshold raises here
         for name in ("dynamic_sampling", "overlong", "overlong_filter"):
             if not isinstance(getattr(self, name), bool):
@@ -246,7 +259,8 @@ class Algo(Mapping):
         """The :class:`rewardlab.algos.correction.Correction` these fields name, or None when off."""
         if self.correction is None:
             if self.correction_threshold is not None or self.correction_rs_threshold is not None:
-                raise AlgoError("correction_threshold / correction_rs_threshold need a correction preset (--correction)")
+                raise AlgoError("correction_threshold / correction_rs_threshold need a correction preset "
+                                "(--correction)")
             return None
         over: dict[str, Any] = {}
         if self.correction_threshold is not None:
@@ -283,7 +297,8 @@ REINFORCE_PP = replace(GRPO, advantage="reinforce_pp", agg="token-mean", beta=0.
 REINFORCE_PP_BASELINE = replace(REINFORCE_PP, advantage="reinforce_pp_baseline")
 """REINFORCE++-baseline: r - group mean, then whitened over the batch's tokens."""
 CISPO = replace(GRPO, loss="cispo", eps_low=10.0, eps_high=0.2, agg="token-mean", beta=0.0)
-"""CISPO (MiniMax-M1, 2025): clipped, stop-gradient IS weight times the REINFORCE term; no lower clip (verl's example)."""
+("""CISPO (MiniMax-M1, 2025): clipped, stop-gradient IS weight times the REINFORCE term; no lower clip (verl's """
+ """example).""")
 GMPO = replace(GRPO, loss="gmpo", eps_low=0.4, eps_high=0.4, beta=0.0)
 """GMPO (Zhao et al. 2025): geometric mean of token ratios per sequence, log-ratio clipped to [-0.4, 0.4]."""
 SAPO = replace(GRPO, loss="sapo", beta=0.0)
@@ -306,10 +321,12 @@ GRPO_PASSK = replace(GRPO, advantage="grpo_passk")
 """Pass@k training (Chen et al. 2025): only the best response of a group gets r_max - r_second."""
 
 PPO = replace(GRPO, advantage="gae", critic="separate", agg="token-mean", beta=0.0)
-"""PPO with a value model (Schulman et al. 2017; the RLHF form of Ouyang et al. 2022): GAE (gamma 1, lambda 0.95) on a separate critic, clipped value loss."""
+("""PPO with a value model (Schulman et al. 2017; the RLHF form of Ouyang et al. 2022): GAE (gamma 1, lambda 0.95) """
+ """on a separate critic, clipped value loss.""")
 
 DPO = replace(GRPO, loss="dpo", beta=0.0)
-"""Online DPO (Rafailov et al. 2023; on-policy pairs as in Guo et al. 2024): the best and worst completion of each group, beta 0.1."""
+("""Online DPO (Rafailov et al. 2023; on-policy pairs as in Guo et al. 2024): the best and worst completion of each """
+ """group, beta 0.1.""")
 
 PRESETS: dict[str, Algo] = {
     "grpo": GRPO, "dr_grpo": DR_GRPO, "dapo": DAPO, "gspo": GSPO,
@@ -330,7 +347,8 @@ def validate_algo(cfg: Mapping[str, Any]) -> None:
     Missing fields take :class:`Algo`'s defaults."""
     unknown = sorted(set(cfg) - set(FIELDS))
     if unknown:
-        raise AlgoError(f"unknown algorithm field(s) {', '.join(map(repr, unknown))}; valid fields: {', '.join(FIELDS)}")
+        raise AlgoError(f"unknown algorithm field(s) {', '.join(map(repr, unknown))}; valid fields: "
+                        f"{', '.join(FIELDS)}")
     replace(Algo(), **dict(cfg)).check()
 
 

@@ -1,4 +1,5 @@
-"""The eval runner: GSM8K, MATH-500, MATH, HumanEval and the built-in `arith` task, with reproducible, self-describing results.
+"""The eval runner: GSM8K, MATH-500, MATH, HumanEval and the built-in `arith` task, with reproducible, self-describing
+results.
 
 What it simplifies: one command generates ``n`` samples per problem, grades them with rewardlab's
 own rewards (math: symbolic equivalence; code: the sandboxed code reward), computes pass@k with
@@ -32,7 +33,8 @@ subsets are the same everywhere.
 
 Layout: :mod:`~rewardlab.eval.spec` (benchmark specs and their rows, read through ``rewardlab.tasks``),
 :mod:`~rewardlab.eval.config` (``EvalConfig``), :mod:`~rewardlab.eval.runner` (``run_eval``),
-:mod:`~rewardlab.eval.report` (one benchmark's metrics and details), :mod:`~rewardlab.eval.store` (results and samples files,
+:mod:`~rewardlab.eval.report` (one benchmark's metrics and details), :mod:`~rewardlab.eval.store` (results and samples
+files,
 resume), :mod:`~rewardlab.eval.compare` (tables, paired comparison, chart), :mod:`~rewardlab.eval.passk`
 (the statistics).
 
@@ -86,7 +88,8 @@ from rewardlab.eval.store import RESULTS_FILE, SAMPLES_FORMAT, SampleStore, atom
 from rewardlab.models import resolve_model_path
 
 __all__ = [
-    "BenchmarkSpec", "DEFAULT_DEADLINES", "EvalConfig", "EvalRow", "GRADERS", "LIMIT_RULE", "LM_EVAL_VERSION", "RESULTS_FILE", "SAMPLES_FORMAT", "SampleStore",
+    "BenchmarkSpec", "DEFAULT_DEADLINES", "EvalConfig", "EvalRow", "GRADERS", "LIMIT_RULE", "LM_EVAL_VERSION",
+    "RESULTS_FILE", "SAMPLES_FORMAT", "SampleStore",
     "Summary", "atomic_write_json", "benchmark_metrics", "builtin_benchmarks", "chat_template_sha256",
     "compare_results", "format_compare", "format_table", "git_hash", "last_boxed", "load_records", "load_rows",
     "load_spec", "pass_at_k", "plot_compare", "problem_passk", "render_prompt", "render_user_prompt",

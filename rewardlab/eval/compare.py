@@ -38,7 +38,8 @@ def format_table(results: dict[str, Any]) -> str:
                 )
         rs = bd.get("reasoning")
         if rs:
-            notes.append(f"{bench}: hit the token budget ({rs['max_new_tokens']}): {100 * rs['hit_token_budget_share']:.1f}% "
+            notes.append(f"{bench}: hit the token budget ({rs['max_new_tokens']}): "
+                         f"{100 * rs['hit_token_budget_share']:.1f}% "
                          f"({rs['hit_token_budget']}/{rs['completions']}); unclosed <think>: "
                          f"{100 * rs['unclosed_think_share']:.1f}% ({rs['unclosed_think']}/{rs['completions']})")
         how = (bd.get("maj") or {}).get("how") or {}
@@ -56,9 +57,13 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines + notes)
 
 
-def _side(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> tuple[str, str, dict[str, tuple[Path, dict[str, Any]]]]:
+def _side(
+    spec: str | os.PathLike | Sequence[str | os.PathLike],
+) -> tuple[str, str, dict[str, tuple[Path, dict[str, Any]]]]:
     """One side of a comparison: one or more results files (comma-separated) of the same model."""
-    parts = [p for p in (spec.split(",") if isinstance(spec, str) else [spec] if isinstance(spec, os.PathLike) else spec) if str(p).strip()]
+    parts = [p for p in (spec.split(",") if isinstance(spec, str)
+                         else [spec] if isinstance(spec, os.PathLike) else spec)
+             if str(p).strip()]
     if not parts:
         raise RewardlabError("--compare needs a results file on each side")
     benches: dict[str, tuple[Path, dict[str, Any]]] = {}
@@ -74,7 +79,8 @@ def _side(spec: str | os.PathLike | Sequence[str | os.PathLike]) -> tuple[str, s
     return ",".join(paths), ",".join(dict.fromkeys(models)), benches
 
 
-def compare_results(a_path: str | os.PathLike | Sequence[str], b_path: str | os.PathLike | Sequence[str]) -> dict[str, Any]:
+def compare_results(a_path: str | os.PathLike | Sequence[str],
+                    b_path: str | os.PathLike | Sequence[str]) -> dict[str, Any]:
     """Paired comparison (B minus A) on the problems both runs evaluated.
 
     Each side is a results file (or folder holding one), or several separated by commas when one
@@ -100,7 +106,8 @@ def compare_results(a_path: str | os.PathLike | Sequence[str], b_path: str | os.
         ks = sorted(set(ra["results"][bench].get("k", [1])) & set(rb["results"][bench].get("k", [1]))) or [1]
         ks = [k for k in ks if k <= min(na, nb)] or [1]
 
-        def add(metric: str, va: list[float], vb: list[float], grader: str = "rewardlab", how: str | None = None) -> None:
+        def add(metric: str, va: list[float], vb: list[float], grader: str = "rewardlab",
+                how: str | None = None) -> None:
             d = paired_difference(va, vb)
             rows.append({
                 "benchmark": bench, "grader": grader, "metric": metric, **d.to_dict(),
@@ -129,13 +136,15 @@ def compare_results(a_path: str | os.PathLike | Sequence[str], b_path: str | os.
         for g in [g for g in ga if g in gb and g != "rewardlab"]:
             if all(i in ga[g] and i in gb[g] for i in ids):
                 for k in ks:
-                    add(f"pass@{k}", [_passk_of(ga[g][i], k) for i in ids], [_passk_of(gb[g][i], k) for i in ids], grader=g)
+                    add(f"pass@{k}", [_passk_of(ga[g][i], k) for i in ids], [_passk_of(gb[g][i], k) for i in ids],
+                        grader=g)
         for key in ("prompt_template_sha256", "grader", "sampling"):
             ca, cb = ra.get("configs", {}).get(bench, {}).get(key), rb.get("configs", {}).get(bench, {}).get(key)
             if ca != cb:
                 warnings.append(f"{bench}: {key} differs between the runs")
     return {"a": {"path": a_where, "model": a_model}, "b": {"path": b_where, "model": b_model},
-            "rows": rows, "warnings": warnings, "ci": "95% CI of B-A paired on problems (Newcombe score interval for 0/1 scores, else normal); p: exact sign test"}
+            "rows": rows, "warnings": warnings, "ci": "95% CI of B-A paired on problems (Newcombe score interval for "
+            "0/1 scores, else normal); p: exact sign test"}
 
 
 def _mean_correct(rec: dict[str, Any]) -> float:
@@ -178,13 +187,15 @@ def _grader_scores(path: Path, res: dict[str, Any], bench: str) -> dict[str, dic
 def format_compare(cmp: dict[str, Any]) -> str:
     """The delta table of :func:`compare_results`."""
     lines = [f"A: {cmp['a']['model']}  ({cmp['a']['path']})", f"B: {cmp['b']['model']}  ({cmp['b']['path']})"]
-    head = (f"{'benchmark':<12} {'grader':<16} {'metric':<8} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI (paired)':>17} {'+/-':>7} "
+    head = (f"{'benchmark':<12} {'grader':<16} {'metric':<8} {'A':>7} {'B':>7} {'B-A':>7} {'95% CI (paired)':>17} "
+            f"{'+/-':>7} "
             f"{'p':>6} {'problems':>9}")
     lines += [head, "-" * len(head)]
     for r in cmp["rows"]:
         ci = f"[{100 * r['ci_low']:+5.1f}, {100 * r['ci_high']:+5.1f}]"
         lines.append(
-            f"{r['benchmark']:<12} {r.get('grader', 'rewardlab'):<16} {r['metric']:<8} {100 * r['a']:6.1f}% {100 * r['b']:6.1f}% "
+            f"{r['benchmark']:<12} {r.get('grader', 'rewardlab'):<16} {r['metric']:<8} {100 * r['a']:6.1f}% "
+            f"{100 * r['b']:6.1f}% "
             f"{100 * r['delta']:+6.1f} {ci:>17} "
             f"{'+' + str(r['improved']) + '/-' + str(r['regressed']):>7} {r['p_value']:6.3f} {r['n']:>9}"
         )
@@ -201,7 +212,8 @@ def plot_compare(cmp: dict[str, Any], path: str | os.PathLike) -> Path:
     import matplotlib.pyplot as plt
 
     rows = cmp["rows"]
-    labels = [f"{r['benchmark']}\n{r['metric']}" + ("" if r.get("grader", "rewardlab") == "rewardlab" else f"\n{r['grader']}")
+    labels = [f"{r['benchmark']}\n{r['metric']}"
+              + ("" if r.get("grader", "rewardlab") == "rewardlab" else f"\n{r['grader']}")
               for r in rows]
     xs = list(range(len(rows)))
     w = 0.38

@@ -56,7 +56,8 @@ class EvalConfig:
     """Everything an eval run needs besides the model (and a custom engine): one field per setting."""
 
     suite: str | Sequence[str] | None = None
-    """Comma-separated benchmarks: gsm8k, math500, math, humaneval, arith, or names from --spec files [default: gsm8k,math500,humaneval; with --spec: the spec files' benchmarks]."""
+    ("""Comma-separated benchmarks: gsm8k, math500, math, humaneval, arith, or names from --spec files [default: """
+     """gsm8k,math500,humaneval; with --spec: the spec files' benchmarks].""")
     limit: int | None = None
     """Evaluate the first N problems of each benchmark, in data-file order."""
     n: int | None = None
@@ -102,7 +103,8 @@ class EvalConfig:
     max_total_tokens: int | None = field(default=None, metadata={"cli": False})
     """--tools: most tokens per completion, observations included (None or 0 = 4 x max_new_tokens)."""
     grader: tuple[str, ...] = ()
-    """Also grade with: {graders} (repeatable or comma list; rewardlab's own grader always runs). Side by side in results.json, disagreements in graders_<benchmark>.jsonl."""
+    ("""Also grade with: {graders} (repeatable or comma list; rewardlab's own grader always runs). Side by side in """
+     """results.json, disagreements in graders_<benchmark>.jsonl.""")
     lm_eval_task: str = field(default="gsm8k", metadata={"choices": tuple(sorted(GSM8K_VARIANTS))})
     """Which lm-eval GSM8K task's filters lm-eval-strict / lm-eval-flexible reproduce."""
     model_label: str | None = field(default=None, metadata={"cli": False})

@@ -95,7 +95,8 @@ GSM8K_VARIANTS: dict[str, Gsm8kTask] = {
     "gsm8k_cot": Gsm8kTask("gsm8k_cot", "lm_eval/tasks/gsm8k/gsm8k-cot.yaml", "The answer is (\\-?[0-9\\.\\,]+).", 0,
                            _FLEX, -1, ("Q:", "</s>", "<|im_end|>"), "after_hashes"),
     "gsm8k_cot_zeroshot": Gsm8kTask("gsm8k_cot_zeroshot", "lm_eval/tasks/gsm8k/gsm8k-cot-zeroshot.yaml",
-                                    "The answer is (\\-?[0-9\\.\\,]+).", 0, _FLEX, -1, ("Q:", "</s>", "<|im_end|>"), "full"),
+                                    "The answer is (\\-?[0-9\\.\\,]+).", 0, _FLEX, -1, ("Q:", "</s>", "<|im_end|>"),
+                                    "full"),
     "gsm8k_cot_llama": Gsm8kTask("gsm8k_cot_llama", "lm_eval/tasks/gsm8k/gsm8k-cot-llama.yaml",
                                  "The final answer is ((-?[$0-9.,]{2,})|(-?[0-9]+))", -1, _FLEX, -1,
                                  ("<|eot_id|>", "<|start_header_id|>user<|end_header_id|>", "Q:", "</s>", "<|im_end|>"),
@@ -215,7 +216,8 @@ class LmEvalGsm8k:
     def describe(self) -> dict[str, Any]:
         cfg = self.config
         return {"grader": self.name, "reference": f"lm-evaluation-harness {LM_EVAL_VERSION}", "task": cfg.task,
-                "files": [cfg.yaml, "lm_eval/filters/extraction.py", "lm_eval/filters/selection.py", "lm_eval/api/metrics.py",
+                "files": [cfg.yaml, "lm_eval/filters/extraction.py", "lm_eval/filters/selection.py",
+                          "lm_eval/api/metrics.py",
                           "lm_eval/models/utils.py"],
                 "regex": cfg.strict_pattern if self.mode == "strict" else cfg.flexible_pattern,
                 "group_select": cfg.strict_group if self.mode == "strict" else cfg.flexible_group,
@@ -493,7 +495,8 @@ class Minerva:
 
     def describe(self) -> dict[str, Any]:
         return {"grader": self.name, "reference": f"lm-evaluation-harness {LM_EVAL_VERSION}",
-                "files": ["lm_eval/tasks/minerva_math/utils.py", "lm_eval/tasks/minerva_math/minerva_math_algebra.yaml"],
+                "files": ["lm_eval/tasks/minerva_math/utils.py",
+                          "lm_eval/tasks/minerva_math/minerva_math_algebra.yaml"],
                 "extraction": "last \\boxed{} of the completion (our variant)" if self.boxed
                 else "'Final Answer: The final answer is X. I hope it is correct.' (get_unnormalized_answer)",
                 "gold": "normalize_final_answer(remove_boxed(last_boxed_only_string(solution)))",
@@ -550,6 +553,8 @@ def grader_reference(row_reference: Any, fields: dict[str, Any]) -> dict[str, An
 
 
 __all__ = ["DEFAULT_GRADER", "GRADERS", "GSM8K_VARIANTS", "Gsm8kTask", "INVALID", "LM_EVAL_VERSION", "LmEvalGsm8k",
-           "MINERVA_INVALID", "Minerva", "class_correctness", "cut_at_stops", "exact_match", "get_grader", "grader_reference", "gsm8k_target",
-           "last_boxed_only_string", "math_answer_classes", "minerva_final_answer", "minerva_gold", "minerva_is_equiv", "normalize_final_answer",
+           "MINERVA_INVALID", "Minerva", "class_correctness", "cut_at_stops", "exact_match", "get_grader",
+           "grader_reference", "gsm8k_target",
+           "last_boxed_only_string", "math_answer_classes", "minerva_final_answer", "minerva_gold", "minerva_is_equiv",
+           "normalize_final_answer",
            "parse_graders", "parse_latex_antlr", "parser_name", "regex_extract", "remove_boxed"]

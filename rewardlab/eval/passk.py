@@ -255,7 +255,8 @@ def _seed_for(seed: int, key: str) -> int:
 
 
 def maj_at_k(labels: Sequence[int | None], class_correct: Sequence[bool] | dict[int, bool], k: int, *,
-             seed: int = 0, key: str = "", exact_limit: int = MAJ_EXACT_LIMIT, draws: int = MAJ_MC_DRAWS) -> tuple[float, str]:
+             seed: int = 0, key: str = "", exact_limit: int = MAJ_EXACT_LIMIT,
+             draws: int = MAJ_MC_DRAWS) -> tuple[float, str]:
     """maj@k of one problem from its ``n >= k`` samples: (value, ``"exact"`` | ``"monte_carlo"``).
 
     Exact: the share of all C(n, k) k-subsets (each in sample order) whose majority vote is correct.

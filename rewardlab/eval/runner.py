@@ -36,7 +36,15 @@ from rewardlab.eval.config import EvalConfig, from_keywords
 from rewardlab.eval.graders import DEFAULT_GRADER, get_grader, grader_reference
 from rewardlab.eval.passk import is_correct
 from rewardlab.eval.report import bench_results, disagreement_kind, graded_texts
-from rewardlab.eval.spec import DEFAULT_DEADLINES, BenchmarkSpec, EvalRow, builtin_benchmarks, load_rows, load_spec, render_prompt
+from rewardlab.eval.spec import (
+    DEFAULT_DEADLINES,
+    BenchmarkSpec,
+    EvalRow,
+    builtin_benchmarks,
+    load_rows,
+    load_spec,
+    render_prompt,
+)
 from rewardlab.eval.store import RESULTS_FILE, SAMPLES_FORMAT, SampleStore, atomic_write_json, fingerprint, samples_file
 from rewardlab.locks import FolderLock
 from rewardlab.models import check_model, load_model, resolve_device, resolve_model_path
@@ -88,7 +96,8 @@ def _versions() -> dict[str, str]:
 
 def _model_label(model: Any) -> str:
     prov = getattr(model, "rewardlab_provenance", None) or {}
-    return str(prov.get("path") or prov.get("model") or getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
+    return str(prov.get("path") or prov.get("model") or getattr(getattr(model, "config", None), "_name_or_path", "")
+               or type(model).__name__)
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -175,7 +184,8 @@ def _sampling_for(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, A
     if s["n"] < 1:
         raise RewardlabError("--n must be at least 1")
     if s["n"] > 1 and s["temperature"] == 0.0:
-        raise RewardlabError(f"--n {s['n']} with greedy decoding gives {s['n']} identical samples; pass --temperature > 0 (e.g. 0.8)")
+        raise RewardlabError(f"--n {s['n']} with greedy decoding gives {s['n']} identical samples; pass --temperature "
+                             "> 0 (e.g. 0.8)")
     return s
 
 
@@ -198,7 +208,8 @@ def _grade(spec: BenchmarkSpec, rows: Sequence[EvalRow], texts: Sequence[str], n
     metas = [{"id": rows[j // n].id, **every_test} for j in range(len(texts))]
     results = score_batch(reward, list(texts), refs, metas, deadline=spec.deadline_s)
     if spec.grader == "code":  # record the code the code reward ran (its own extraction rule)
-        extracted = [extract_code(t, r.get("entry_point") if isinstance(r, dict) else None)[0] for t, r in zip(texts, refs)]
+        extracted = [extract_code(t, r.get("entry_point") if isinstance(r, dict) else None)[0]
+                     for t, r in zip(texts, refs)]
     else:
         extracted = list(texts)
     return extracted, results
@@ -275,7 +286,8 @@ def _eval_benchmark(spec: BenchmarkSpec, rows: list[EvalRow], engine: Any, ctx: 
     todo = sum(len(v) for v in pending_slots.values())
     bar = None
     if progress and todo:
-        bar = tqdm(total=len(rows), initial=len(rows) - todo, desc=spec.name, unit="problem", file=sys.stderr, dynamic_ncols=True)
+        bar = tqdm(total=len(rows), initial=len(rows) - todo, desc=spec.name, unit="problem", file=sys.stderr,
+                   dynamic_ncols=True)
     try:
         for slot, slot_rows in sorted(pending_slots.items()):
             records = _generate_slot(spec, slot_rows, engine, ctx, sampling, seed + slot * batch_size)
@@ -307,7 +319,8 @@ def _extra_grades(spec: BenchmarkSpec, rows: Sequence[EvalRow], records: Sequenc
             continue
         g = get_grader(name, spec.grader, lm_eval_task)
         if g is None:
-            out[name] = {"applicable": False, "why": f"{name} grades math answers; {spec.name} is graded by {spec.grader}"}
+            out[name] = {"applicable": False, "why": f"{name} grades math answers; {spec.name} is graded by "
+                         f"{spec.grader}"}
             continue
         texts, refs, sizes = [], [], []
         for rec in records:
@@ -402,7 +415,8 @@ def _results_header(plan: _Plan, ctx: _Ctx) -> dict[str, Any]:
             "limit_rule": LIMIT_RULE,
             "chat_template_sha256": chat_template_sha256(ctx.tokenizer),
             "versions": _versions(),
-            "command": ("rewardlab " + shlex.join(sys.argv[1:])) if Path(sys.argv[0]).name in ("rewardlab", "__main__.py") else None,
+            "command": (("rewardlab " + shlex.join(sys.argv[1:]))
+                        if Path(sys.argv[0]).name in ("rewardlab", "__main__.py") else None),
         },
         "rewardlab_version": __version__,
         "git_hash": git_hash(),
@@ -442,7 +456,8 @@ def _bench_config(plan: _Plan, ctx: _Ctx, b: _Bench) -> dict[str, Any]:
     return {
         "spec": spec.path, "spec_sha256": spec.sha256, "description": spec.description,
         "data": {**spec.data, **b.source}, "reference": spec.reference,
-        "prompt_template": spec.prompt["template"], "system": spec.prompt.get("system"), "chat": spec.prompt.get("chat", True),
+        "prompt_template": spec.prompt["template"], "system": spec.prompt.get("system"),
+        "chat": spec.prompt.get("chat", True),
         "prompt_template_sha256": spec.template_sha256, "chat_template_sha256": chat_template_sha256(ctx.tokenizer),
         "tools": ctx.tools, "num_fewshot": int(spec.prompt.get("shots", 0)), "grader": spec.grader,
         "graders": plan.graders, "lm_eval_task": cfg.lm_eval_task if len(plan.graders) > 1 else None,
@@ -514,8 +529,10 @@ def _carry_over(path: Path, results: dict[str, Any], names: set[str]) -> None:
 def _make_ctx(model: Any, cfg: EvalConfig, device: str, *, tokenizer: Any, engine: Any) -> _Ctx:
     """The model, tokenizer and engine of a run (a custom ``engine`` is used as given)."""
     if engine is not None:
-        label = cfg.model_label or (model if isinstance(model, str) else _model_label(model) if model is not None else "custom-engine")
-        return _Ctx(engine=engine, tokenizer=tokenizer, model_label=str(label), model_info={"engine": type(engine).__name__})
+        label = cfg.model_label or (model if isinstance(model, str)
+                                    else _model_label(model) if model is not None else "custom-engine")
+        return _Ctx(engine=engine, tokenizer=tokenizer, model_label=str(label),
+                    model_info={"engine": type(engine).__name__})
     if model is None or isinstance(model, (str, os.PathLike)):
         name = "default" if model is None else resolve_model_path(str(model))
         model_obj, tok = load_model(name, dtype=cfg.dtype, device=device)

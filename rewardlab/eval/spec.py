@@ -63,7 +63,8 @@ class BenchmarkSpec:
         """sha256 of what shapes the prompt text: template, system message, shots, chat flag."""
         p = self.prompt
         blob = json.dumps(
-            {"template": p["template"], "system": p.get("system"), "shots": p.get("shots", 0), "chat": p.get("chat", True)},
+            {"template": p["template"], "system": p.get("system"), "shots": p.get("shots", 0),
+             "chat": p.get("chat", True)},
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()
@@ -128,7 +129,8 @@ def load_spec(name_or_path: str | os.PathLike) -> BenchmarkSpec:
         raise RewardlabError(f"spec {where}: prompt.template is required")
     shots = int(prompt.get("shots", 0))
     if shots != 0:
-        raise RewardlabError(f"spec {where}: prompt.shots={shots}; rewardlab specs are zero-shot (put exemplars in the template)")
+        raise RewardlabError(f"spec {where}: prompt.shots={shots}; rewardlab specs are zero-shot (put exemplars in the "
+                             "template)")
     sampling = {"n": 1, "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 512, **(raw.get("sampling") or {})}
     metrics = {"k": [1], **(raw.get("metrics") or {})}
     return BenchmarkSpec(
@@ -160,11 +162,13 @@ class EvalRow:
     reference: Any
 
 
-def _task_records(spec: BenchmarkSpec, data_dir: str | os.PathLike | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _task_records(spec: BenchmarkSpec,
+                  data_dir: str | os.PathLike | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Records of a ``data.task`` spec, in the task's row order: the row's ``meta`` fields plus
     ``id``, ``reference`` and ``user`` (the text of its single user message: the training prompt)."""
     task = spec.data["task"]
-    name, split, seed = str(task["name"]), str(task.get("split", spec.data.get("split", "test"))), int(task.get("seed", 0))
+    name, split, seed = (str(task["name"]), str(task.get("split", spec.data.get("split", "test"))),
+                         int(task.get("seed", 0)))
     rows, source = tasks.load_task_with_source(name, split, data_dir=data_dir, seed=seed)
     records = []
     for row in rows:
@@ -179,7 +183,8 @@ def _task_records(spec: BenchmarkSpec, data_dir: str | os.PathLike | None) -> tu
     return records, source
 
 
-def load_records(spec: BenchmarkSpec, data_dir: str | os.PathLike | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def load_records(spec: BenchmarkSpec,
+                 data_dir: str | os.PathLike | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Raw records in file order and a description of where they came from (``source``: local,
     hub or task, with the sha256 of the file or of the generated rows)."""
     if "task" in spec.data:
@@ -210,14 +215,16 @@ def _reference(spec: BenchmarkSpec, rec: dict[str, Any]) -> Any:
         if out is None:
             raise RewardlabError(f"{spec.name}: reference solution has no \\boxed{{...}}")
     else:
-        raise RewardlabError(f"{spec.name}: unknown reference kind {kind!r} (task, field, after_marker, last_boxed, humaneval)")
+        raise RewardlabError(f"{spec.name}: unknown reference kind {kind!r} (task, field, after_marker, last_boxed, "
+                             "humaneval)")
     out = out.strip()
     if ref.get("strip_commas"):
         out = out.replace(",", "")
     return out
 
 
-def load_rows(spec: BenchmarkSpec, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> tuple[list[EvalRow], dict[str, Any]]:
+def load_rows(spec: BenchmarkSpec, data_dir: str | os.PathLike | None = None,
+              limit: int | None = None) -> tuple[list[EvalRow], dict[str, Any]]:
     """The benchmark's problems (first ``limit`` in file order) and their data-source record."""
     records, source = load_records(spec, data_dir)
     expected = spec.data.get("size")
@@ -264,5 +271,6 @@ def render_prompt(spec: BenchmarkSpec, row: EvalRow, tokenizer: Any | None, *, t
     return format_prompt(tokenizer, messages)
 
 
-__all__ = ["BenchmarkSpec", "DEFAULT_DEADLINES", "EvalRow", "builtin_benchmarks", "last_boxed", "load_records", "load_rows", "load_spec",
+__all__ = ["BenchmarkSpec", "DEFAULT_DEADLINES", "EvalRow", "builtin_benchmarks", "last_boxed", "load_records",
+           "load_rows", "load_spec",
            "render_prompt", "render_user_prompt"]

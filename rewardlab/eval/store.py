@@ -77,7 +77,8 @@ class SampleStore:
             diff = sorted(k for k in set(header.get("config", {})) | set(self.header["config"])
                           if header.get("config", {}).get(k) != self.header["config"].get(k))
             raise RewardlabError(
-                f"{self.path} holds samples from a different configuration (differs in: {', '.join(diff) or 'format'}); "
+                f"{self.path} holds samples from a different configuration (differs in: "
+                f"{', '.join(diff) or 'format'}); "
                 "use another --output directory or --overwrite"
             )
         return done

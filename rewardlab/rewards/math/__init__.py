@@ -103,7 +103,8 @@ class MathReward:
     # -- stages
     def _prepare(self, completion: Any, reference: Any) -> tuple[Extraction, Extraction, dict]:
         pred = extract_answer(completion, self.policy)
-        gold = extract_gold(reference.get("answer", reference.get("gold")) if isinstance(reference, dict) else reference)
+        gold = extract_gold(reference.get("answer", reference.get("gold")) if isinstance(reference, dict)
+                            else reference)
         info: dict[str, Any] = {
             "pred": _clip(pred.answer),
             "gold": _clip(gold.answer),

@@ -51,8 +51,10 @@ from rewardlab.rewards.math.values import (
 
 # ---------------------------------------------------------------------------- normalization
 
-_TEXT_CMDS = ("\\textbf", "\\textit", "\\textnormal", "\\textrm", "\\text", "\\mbox", "\\mathrm", "\\mathbf", "\\mathit", "\\operatorname")
-_KEEP_WORDS = {"pi", "e", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "inf", "infty", "and", "or", "i", "mod", "pmod"}
+_TEXT_CMDS = ("\\textbf", "\\textit", "\\textnormal", "\\textrm", "\\text", "\\mbox", "\\mathrm", "\\mathbf",
+              "\\mathit", "\\operatorname")
+_KEEP_WORDS = {"pi", "e", "sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "inf", "infty", "and",
+               "or", "i", "mod", "pmod"}
 _SIMPLE_SUBS = [
     ("\\displaystyle", ""), ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\cfrac", "\\frac"),
     ("\\left\\{", "\\{"), ("\\right\\}", "\\}"), ("\\left.", ""), ("\\right.", ""),
@@ -120,7 +122,8 @@ _THOUSANDS_MULTI = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3}){2,})(?![\d,])
 _DECIMAL_COMMA = re.compile(r"-?\d++,\d++%?")
 _REPEAT = re.compile(r"(-?)(\d*)\.(\d*)\\overline\{(\d+)\}")
 _THOUSANDS_BANG = re.compile(r"(?<=\d),\\!\s*+(?=\d{3})|(?<=\d)\{,\}(?=\d{3})")
-_TEXT_UNIT = re.compile(r"(?<=[\d}\s])\s*+\\(?:text|mbox|mathrm|textnormal|textrm)\s*+\{\s*+([A-Za-z][A-Za-z ./]{0,30})\}\s*+(?:\^\s*+\{?(\d)\}?)?\s*+\.?\s*+$")
+_TEXT_UNIT = re.compile(r"(?<=[\d}\s])\s*+\\(?:text|mbox|mathrm|textnormal|textrm)\s*+\{\s*+([A-Za-z][A-Za-z ./]{0,30})"
+                        r"\}\s*+(?:\^\s*+\{?(\d)\}?)?\s*+\.?\s*+$")
 
 
 def _drop_text_unit(flags: dict):
@@ -155,7 +158,8 @@ def _ascii_to_latex(s: str) -> str:
     return s
 
 
-_SCALE_WORDS = {"dozen": 12, "hundred": 10**2, "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_SCALE_WORDS = {"dozen": 12, "hundred": 10**2, "thousand": 10**3, "million": 10**6, "billion": 10**9,
+                "trillion": 10**12}
 
 
 def _scaled(num: str, scale: int) -> str | None:
@@ -368,7 +372,8 @@ def _compare_relations(pn: str, gn: str, d: Decision, max_depth: int) -> Decisio
             st = parse_structure(other, max_depth)
         except (Unsupported, Invalid, ValueError, ZeroDivisionError, OverflowError, RecursionError):
             st = None
-        if iv is not None and isinstance(st, Seq) and st.kind == "tuple" and len(st.items) == 2 and st.brackets[0] in "([" and st.brackets[1] in ")]":
+        if (iv is not None and isinstance(st, Seq) and st.kind == "tuple" and len(st.items) == 2
+                and st.brackets[0] in "([" and st.brackets[1] in ")]"):
             lo, hi, lo_closed, hi_closed = iv
             res = [scalars_equal(lo, st.items[0]) if isinstance(st.items[0], Num) else None,
                    scalars_equal(hi, st.items[1]) if isinstance(st.items[1], Num) else None]
@@ -413,7 +418,9 @@ def _decimal_comma(s: str, other: str) -> str:
     return s
 
 
-_JUXTAPOSED = re.compile(r"\d(?:\s*+\}|\\?%|\s*+!)*+(?:\s++\d|\s*+[|$:]++\s*+(?:\d|\\[dt]?frac|\\sqrt))")  # also "600|1|", "\frac{13}{18}$12", "\frac23:1"  # "1 11", "\frac{13}{6}  7"; "\frac{1} {2}" has a brace before its digit
+# also "600|1|", "\frac{13}{18}$12", "\frac23:1"
+# "1 11", "\frac{13}{6}  7"; "\frac{1} {2}" has a brace before its digit
+_JUXTAPOSED = re.compile(r"\d(?:\s*+\}|\\?%|\s*+!)*+(?:\s++\d|\s*+[|$:]++\s*+(?:\d|\\[dt]?frac|\\sqrt))")
 def _juxtaposed(s: str) -> bool:
     """Two numbers side by side, sub- and superscripts aside (``\\log_2 8`` is one value)."""
     return bool(_JUXTAPOSED.search(_SCRIPT.sub("@", s)))
@@ -421,7 +428,8 @@ def _juxtaposed(s: str) -> bool:
 
 _DOLLAR_BETWEEN = re.compile(r"\d\}*+\s*+\$\s*+\d")  # "\frac{13}{18}$12": normalize drops the "$"
 _SCRIPT = re.compile(r"[\^_]\s*+(?:\{[^{}]*+\}|\S)")
-_ATOM = re.compile(r"\\[dt]?frac\s*+\{[^{}]*+\}\s*+\{[^{}]*+\}|\\sqrt\s*+(?:\[[^\]]*+\])?\{[^{}]*+\}|[\^_]\s*+(?:\{[^{}]*+\}|\S)")
+_ATOM = re.compile(r"\\[dt]?frac\s*+\{[^{}]*+\}\s*+\{[^{}]*+\}|\\sqrt\s*+(?:\[[^\]]*+\])?\{[^{}]*+\}|[\^_]\s*+"
+                   r"(?:\{[^{}]*+\}|\S)")
 _ENVIRONMENT = re.compile(r"\\(?:begin|end|mathrm|operatorname|text|textbf|mathbf)\s*+\{[A-Za-z* ]*+\}")
 
 
@@ -492,7 +500,8 @@ def fast_compare(pred: str, gold: str, max_depth: int = 40) -> Decision:
     if refused:
         return d.decide(False, *refused)
     # text answers: "Evelyn", "odd", "(C)"
-    if (pf.get("text") or gf.get("text") or pf.get("choice") or gf.get("choice")) and _is_text_word(pn) and _is_text_word(gn):
+    if ((pf.get("text") or gf.get("text") or pf.get("choice") or gf.get("choice"))
+            and _is_text_word(pn) and _is_text_word(gn)):
         return d.decide(pn.lower() == gn.lower(), "text")
     if len(pn) >= 3 and len(gn) >= 3 and _is_text_word(pn) and _is_text_word(gn) and " " in pn + gn:
         return d.decide(pn.lower() == gn.lower(), "text")

@@ -101,7 +101,8 @@ _PHRASE = re.compile(
     r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+",
     re.IGNORECASE,
 )
-_NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*+/\s*+\d+|_\{?+\d{1,2}\}?+)?%?"
+_NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*+/\s*+\d+|"
+                       r"_\{?+\d{1,2}\}?+)?%?"
                        r"|(?<![\w.])-?\.\d+")  # "42_8" whole: a base numeral is never its digits
 _HEDGE = re.compile(r"\b(?:or|either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
 _HEDGE_STRONG = re.compile(r"\b(?:either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
@@ -109,7 +110,8 @@ _MATH_SEG = re.compile(r"\$\$(.{1,2000}?)\$\$|\$(.{1,2000}?)\$|\\\((.{1,2000}?)\
 _LEADING_WORDS = re.compile(r"^[A-Za-z][A-Za-z ]{0,40}:?\s*+(?=\$|\\\(|\\\[)")
 ANSWER_WORDS = {"and", "or", "pct", "percent", "percentage", "of", "to"}
 """Words an answer may hold and still be one (``3 and 4``, ``5 percent``): not prose, and not junk around values."""
-_FILLER = re.compile(r"^(?:(?:simply|just|exactly|clearly|indeed|actually|obviously|basically|therefore|thus|then|now)\b[\s,:]*+)+",
+_FILLER = re.compile(r"^(?:(?:simply|just|exactly|clearly|indeed|actually|obviously|basically|therefore|thus|then|now)"
+                     r"\b[\s,:]*+)+",
                      re.IGNORECASE)
 # A result statement: an arithmetic expression of numbers, a result verb, and the number it comes to
 # ("4 + 6 equals 10", "9 + 4 is 13", "3 * 3 = 9"), or "... to get 4". Operands are numbers, operators
@@ -125,7 +127,9 @@ _RESULT = re.compile(
 )
 _CONTINUED = re.compile(r"\s*+(?:(?:[-+*/×^]|\\times|\\cdot)\s*+\d|=)")  # "= 8 + 2", "= 7 = 11": a step, not the result
 # A value the text itself rejects: "I think 15 is incorrect.", "The answer is not $9$."
-_NEGATED_AFTER = re.compile(r"(?:\^\s*+\{?\\circ\}?|\\?%|\s++(?!(?:is|was|are|were|would|seems)\b)[A-Za-z]++)?\s*+\$?+\)?+\s*+(?:is|was|are|were|would\s++be|seems)\s++(?:not\b|incorrect|wrong|false|a\s++mistake)",
+_NEGATED_AFTER = re.compile(r"(?:\^\s*+\{?\\circ\}?|\\?%|\s++(?!(?:is|was|are|were|would|seems)\b)"
+                            r"[A-Za-z]++)?\s*+\$?+\)?+\s*+(?:is|was|are|were|would\s++be|seems)\s++(?:not\b|incorrect|"
+                            r"wrong|false|a\s++mistake)",
                             re.IGNORECASE)
 _NOT_VALUE = re.compile(r"\bnot\s++(?:\\?\$\s*+)?(" + r"-?\d[\d,]{0,30}(?:\.\d{1,30})?" + r")")
 
@@ -141,7 +145,8 @@ def _digits_key(num: str) -> str:
 
 
 _NEGATED_START = re.compile(r"(?:not|isn't|is\s++not|never)\b", re.IGNORECASE)
-_PLACEHOLDERS = {"n", "x", "answer", "your answer", "final answer", "the answer", "...", "\\ldots", "?", "\\text{answer}"}
+_PLACEHOLDERS = {"n", "x", "answer", "your answer", "final answer", "the answer", "...", "\\ldots", "?",
+                 "\\text{answer}"}
 
 
 def _sentence(region: str) -> str:
@@ -186,7 +191,8 @@ def _numbers(s: str) -> list[str]:
 
 
 _LEADING_VALUE = re.compile(
-    r"(" + _RESULT_NUM + r"|\$[^$]{1,200}\$)\s*+(?:[,;]\s*+(?=[A-Za-z])|\s(?=(?:because|since|as|which|so|and\s+that)\b))")
+    r"(" + _RESULT_NUM + r"|\$[^$]{1,200}\$)\s*+(?:[,;]\s*+(?=[A-Za-z])|\s(?=(?:because|since|as|which|so|and\s+that)"
+    r"\b))")
 
 
 def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extraction:
@@ -225,7 +231,8 @@ def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extracti
             return Extraction(None, method, "negated")
         if policy.refuse_ambiguous and _AND_WORD_NUMBER.match(sent, last_num.end()):
             return Extraction(None, method, "ambiguous")
-        if any(_digits_key(m.group(1)) == _digits_key(last_num.group(0)) for m in _NOT_VALUE.finditer(sent, 0, last_num.start())):
+        if any(_digits_key(m.group(1)) == _digits_key(last_num.group(0))
+               for m in _NOT_VALUE.finditer(sent, 0, last_num.start())):
             return Extraction(None, method, "negated")  # "It is not $18.90, it is $18.900.": denies what it asserts
         return Extraction(last_num.group(0), "last_number" if method == "fallback" else method)
     return Extraction(None, method, "no_answer")
@@ -347,10 +354,12 @@ _CALL = re.compile(r"(?:sin|cos|tan|cot|sec|csc|log|ln|exp|sqrt|max|min|gcd|lcm|
 _ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 
 
-_LATEX_NAMES = re.compile(r"\\(?:begin|end)\s*+\{[^{}]{0,40}\}(?:\{[^{}]{0,40}\})?|\\(?:text|mathrm|textbf|mathbf|operatorname)\s*+\{[^{}]{0,80}\}|\\[A-Za-z]+")
+_LATEX_NAMES = re.compile(r"\\(?:begin|end)\s*+\{[^{}]{0,40}\}(?:\{[^{}]{0,40}\})?|\\(?:text|mathrm|textbf|mathbf|"
+                          r"operatorname)\s*+\{[^{}]{0,80}\}|\\[A-Za-z]+")
 # A sub-word glued to a symbol or a digit (``answer{``, ``)ing``, ``is=``, ``3ing``) or with a lower-to-upper
 # case change (``qI``, ``xZ``), once LaTeX names are removed: junk, not prose or a formula.
-_GLUED = re.compile(r"[A-Za-z]{3,}[{}()|$#!=:_<>\d]|[{}()|$#!=:_<>\d][A-Za-z]{3,}|[a-z][A-Z]|(?<![A-Za-z])[A-Za-z]{2}[{}()|$#!=:_<>]")
+_GLUED = re.compile(r"[A-Za-z]{3,}[{}()|$#!=:_<>\d]|[{}()|$#!=:_<>\d][A-Za-z]{3,}|[a-z][A-Z]|(?<![A-Za-z])"
+                    r"[A-Za-z]{2}[{}()|$#!=:_<>]")
 
 
 _JUNK_SYMBOLS = re.compile(r"(?<!#)#(?!#)|_(?=[\s=:#])|=\s*+[:#]|[:#]\s*+=")
@@ -374,14 +383,16 @@ def _is_junk(text: str) -> bool:
         return True  # " 1ĠANS 1ĠThe)_00▁the(G": digit runs count, glued or not
     if len(set(_numbers(tail))) < 2:
         return False
-    if len(_PLAIN_WORD.findall(tail)) < 3 and (_JUNK_GLUE.search(tail) or any(_junk_token(t) for t in _LATEX_NAMES.sub(" ", tail).split())):
+    if len(_PLAIN_WORD.findall(tail)) < 3 and (_JUNK_GLUE.search(tail)
+                                               or any(_junk_token(t) for t in _LATEX_NAMES.sub(" ", tail).split())):
         return True  # prose has typos ("recommended7"); junk has no prose
     if "\n" in text or not is_bare_answer(text):
         return False
     # brackets that never close, braces that do not pair, or an odd "$": "={$) 12 |: y = 2x + 3"
     if _JUNK_SYMBOLS.search(text):
         return True  # "=#\\  12 _= 41": a lone "#", a subscripted "=" or a space, "=:" - no formula writes them
-    return (sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}") or bool(re.match(r"[=\s]*[)\]}]", text))
+    return (sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}")
+            or bool(re.match(r"[=\s]*[)\]}]", text))
             or text.count("{") != text.count("}") or text.replace("\\$", "").count("$") % 2 == 1)
 
 
@@ -398,20 +409,24 @@ _PIECE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORDS_AFTER = re.compile(r"[A-Za-z]{2,}")
 _BARE_NUMBER = re.compile(r"\(?" + _RESULT_NUM + r"\)?\.?")
 _UNFINISHED = re.compile(r"(?:[-+*/=×^]|\\times|\\cdot)\s*+$")
-_CONCLUDING = re.compile(r"(?:so|thus|therefore|hence|finally|in\s++total|altogether|in\s++all|overall)\b", re.IGNORECASE)
+_CONCLUDING = re.compile(r"(?:so|thus|therefore|hence|finally|in\s++total|altogether|in\s++all|overall)\b",
+                         re.IGNORECASE)
 # A result statement withdrawn by what follows it: "9 + 4 is 13. I've made a mistake ...",
 # "(8 + 2 = 10), is somewhat misleading" ("but" is too common to be one: "3 + 6 is 9, but ...")
 _RETRACT = re.compile(r"\b(?:mistakes?|wrong|incorrect|errors?|misleading|oops|sorry"
                       r"|not\s++(?:correct|right|possible|true))\b", re.IGNORECASE)
-_UNFINISHED_TAIL = re.compile(r"(?:[-+*/×^]|\\times|\\cdot|\bx)\s*+$")  # not "=": "(2 + 2) - (2 + 2) = " after "to get 4"
+# not "=": "(2 + 2) - (2 + 2) = " after "to get 4"
+_UNFINISHED_TAIL = re.compile(r"(?:[-+*/×^]|\\times|\\cdot|\bx)\s*+$")
 # A completion that ends announcing its answer ("So, the answer would actually") was cut before stating
 # it: whatever it said before is not its final answer.
 _ANNOUNCE_AT_END = re.compile(r"\banswer\s++(?:would|will|is|should|must|might|could)\b"
-                             r"(?:\s++(?:actually|then|now|probably|likely|really|simply|just|be|going|to|therefore|thus))*+$",
+                             r"(?:\s++(?:actually|then|now|probably|likely|really|simply|just|be|going|to|therefore|"
+                             r"thus))*+$",
                              re.IGNORECASE)
 # The answer offered with a second value in words: "Three is indeed 6 and ten."
-_AND_WORD_NUMBER = re.compile(r"\s++(?:and|or)\s++(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
-                              r"|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|hundred|thousand)\b",
+_AND_WORD_NUMBER = re.compile(r"\s++(?:and|or)\s++(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven"
+                              r"|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|hundred"
+                              r"|thousand)\b",
                               re.IGNORECASE)
 MAX_WORDS_AFTER_ANSWER = 3
 """A marker-less final sentence answers with its last number only when at most this many words follow it
@@ -453,7 +468,8 @@ def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
     1. The last sentence that holds a number, when it states a result ("So, 6 + 9 = 15."): its result.
     2. Else that sentence's number, when the sentence concludes the text (at most
        MAX_TRAILING_PIECES number-free sentences after it, and it opens with "So", "Therefore", ...
-       or has at most MAX_WORDS_AFTER_ANSWER words after the number) and the number is new: a number the completion already wrote is a mention (an
+       or has at most MAX_WORDS_AFTER_ANSWER words after the number) and the number is new: a number the completion
+       already wrote is a mention (an
        operand, a quantity of the question), not an answer.
     3. Else the last result statement, when everything after it only repeats numbers written before
        ("4 + 7 = 11. I added 4 and 7.").
@@ -501,7 +517,8 @@ def _concludes(piece: str, answer: str) -> bool:
     if _BARE_NUMBER.fullmatch(p):
         return True
     if answer == p.rstrip(". ") and is_bare_answer(answer):  # the sentence is the answer, unless unfinished
-        return not _UNFINISHED.search(answer) and answer.count("(") == answer.count(")") and answer.count("{") == answer.count("}")
+        return (not _UNFINISHED.search(answer) and answer.count("(") == answer.count(")")
+                and answer.count("{") == answer.count("}"))
     if _CONCLUDING.match(p):  # "Therefore, there are 12 distinct sequences that ..."
         return True
     k = piece.rfind(answer)

@@ -42,7 +42,8 @@ _TOKEN = re.compile(
     r"|(?P<cmd>\\[A-Za-z]+|\\[{}|])|(?P<letter>[A-Za-z])|(?P<op>[-+*/^!(){}\[\]|_'])"
     r")"
 )
-_FUNCS = {"\\sin", "\\cos", "\\tan", "\\log", "\\ln", "\\exp", "\\sec", "\\csc", "\\cot", "\\arcsin", "\\arccos", "\\arctan",
+_FUNCS = {"\\sin", "\\cos", "\\tan", "\\log", "\\ln", "\\exp", "\\sec", "\\csc", "\\cot", "\\arcsin", "\\arccos",
+          "\\arctan",
           "\\sum", "\\prod", "\\int", "\\lim", "\\binom", "\\choose", "\\lfloor", "\\lceil", "\\infty", "\\pm", "\\mp",
           "\\cup", "\\cap", "\\setminus", "\\in", "\\le", "\\ge", "\\ne", "\\approx", "\\equiv", "\\mathbb", "\\vec",
           "\\overline", "\\hat", "\\begin", "\\end", "\\angle", "\\triangle", "\\sim", "\\cong", "\\perp", "\\parallel"}
@@ -245,7 +246,8 @@ class Parser:
             return opaque(f"abs({c})", abs(c)) if not isinstance(c, Fraction) else Poly.const(abs(c))
         if name == "\\binom":
             n, k = constant_of(self.group()), constant_of(self.group())
-            if not (isinstance(n, Fraction) and isinstance(k, Fraction) and n.denominator == k.denominator == 1 and n >= 0):
+            if not (isinstance(n, Fraction) and isinstance(k, Fraction) and n.denominator == k.denominator == 1
+                    and n >= 0):
                 raise Unsupported("binomial of non-integers")
             return const_or_huge(binomial(int(n), int(k)))
         base: Value | None = None
@@ -309,7 +311,8 @@ class Parser:
                     self.take()
                     idx = self.expr()
                     self.expect("]")
-                    if not (isinstance(idx, Poly) and idx.is_const() and idx.value().denominator == 1 and 2 <= idx.value() <= 64):
+                    if not (isinstance(idx, Poly) and idx.is_const() and idx.value().denominator == 1
+                            and 2 <= idx.value() <= 64):
                         raise Unsupported("root index")
                     k = int(idx.value())
                 arg = self.group()

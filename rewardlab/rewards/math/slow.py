@@ -76,7 +76,8 @@ _WARM_PAIRS = [
     ("0.5", "\\frac{1}{2}"), ("\\sec^2(y)", "\\tan^2(y)+1"), ("\\sin(a+b)-\\sin(a-b)", "2\\sin b\\cos a"),
     ("\\log_2 9", "3"), ("\\tan(\\pi/3)", "\\frac{\\sqrt{3}}{3}"), ("(0,1)", "0<f(x)<1"),
     ("z \\in [-1, 1] \\cup [2, 3]", "1\\le|z|\\le 2"), ("x \\ge 1", "(1, \\infty)"), ("{1,3}", "(3,1)"),
-    ("\\begin{pmatrix}\\frac{1}{3x^{2/3}}&0\\\\-\\sin(x)&0\\end{pmatrix}", "\\begin{pmatrix}\\frac{1}{3\\sqrt[3]{x}^2}&0\\\\-\\sin(x)&0\\end{pmatrix}"),
+    ("\\begin{pmatrix}\\frac{1}{3x^{2/3}}&0\\\\-\\sin(x)&0\\end{pmatrix}",
+     "\\begin{pmatrix}\\frac{1}{3\\sqrt[3]{x}^2}&0\\\\-\\sin(x)&0\\end{pmatrix}"),
     ("10^{\\frac{\\sqrt{13} - 5}{6}}", "x_{1}=10^{\\frac{-5+\\sqrt{13}}{6}}"), ("7 = 11a+c", "11a+c"), ("|-7|", "7"),
     ("\\binom{5}{3}", "10"), ("\\lceil 3.2 \\rceil", "3"), ("(x+1)^{10}", "(1+x)^{10}"), ("x^2+y^2=1", "y^2+x^2=1"),
 ]
@@ -110,7 +111,8 @@ def slow_compare(pred: str, gold: str) -> dict:
     # a side without a formula is not compared (its text could only match as text, which fast did)
     g = [x for x in _parse(gold) if not isinstance(x, str)]
     p = [x for x in _parse(pred) if not isinstance(x, str)]
-    out = {"pred_parsed": _short(p[0] if p else None), "gold_parsed": _short(g[0] if g else None), "rule": "math_verify"}
+    out = {"pred_parsed": _short(p[0] if p else None), "gold_parsed": _short(g[0] if g else None),
+           "rule": "math_verify"}
     if not p or not g:
         out.update(equal=False, status="parse_error" if not p else "ok",
                    detail=("prediction" if not p else "gold") + " could not be parsed")

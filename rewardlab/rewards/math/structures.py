@@ -201,7 +201,8 @@ def _canonical_union(x) -> list | None:
     parts = x.items if x.kind == "union" else [x]
     ivs = []
     for p in parts:
-        if not (isinstance(p, Seq) and p.kind == "tuple" and len(p.items) == 2 and p.brackets in ("()", "[]", "[)", "(]")):
+        if not (isinstance(p, Seq) and p.kind == "tuple" and len(p.items) == 2
+                and p.brackets in ("()", "[]", "[)", "(]")):
             return None
         lo, hi = _endpoint(p.items[0]), _endpoint(p.items[1])
         if lo is None or hi is None or lo > hi:
@@ -237,7 +238,8 @@ def structures_equal(a, b) -> bool | None:
             a, b = Seq("set", _dedupe(a.items)), Seq("set", _dedupe(b.items))
             if len(a.items) != len(b.items):
                 return False
-            if any(isinstance(x, Num) and isinstance(x.value, Poly) and "…" in x.value.symbols() for x in a.items + b.items):
+            if any(isinstance(x, Num) and isinstance(x.value, Poly)
+                   and "…" in x.value.symbols() for x in a.items + b.items):
                 res = [structures_equal(x, y) for x, y in zip(a.items, b.items)]  # a pattern: order matters
                 return True if all(r is True for r in res) else (False if any(r is False for r in res) else None)
             used = [False] * len(b.items)
@@ -253,7 +255,8 @@ def structures_equal(a, b) -> bool | None:
         if a.kind == "union" or b.kind == "union":
             ca, cb = _canonical_union(a), _canonical_union(b)
             if ca is None or cb is None:
-                return structures_equal(Seq("set", a.items), Seq("set", b.items)) if a.kind == b.kind == "union" else None
+                return (structures_equal(Seq("set", a.items), Seq("set", b.items))
+                        if a.kind == b.kind == "union" else None)
             return ca == cb
         if a.kind == b.kind and a.kind in ("tuple", "matrix"):
             if len(a.items) != len(b.items):
@@ -266,7 +269,8 @@ def structures_equal(a, b) -> bool | None:
             if any(r is False for r in res) and (a.brackets == b.brackets or interval):
                 return False
             return None
-        if {a.kind, b.kind} == {"set", "tuple"} and len(a.items) == len(b.items) and "::" not in (a.brackets, b.brackets):
+        if ({a.kind, b.kind} == {"set", "tuple"} and len(a.items) == len(b.items)
+                and "::" not in (a.brackets, b.brackets)):
             ordered = [structures_equal(x, y) for x, y in zip(a.items, b.items)]
             if all(r is False or r is True for r in ordered) and not all(ordered):
                 return False  # "{1, 3}" is not the ordered pair "(3, 1)"
