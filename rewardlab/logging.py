@@ -134,7 +134,8 @@ class MetricsLogger:
         row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
         assert self._jsonl is not None
         self._jsonl.write(row)
-        numeric = {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
+        numeric = {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and k != "step"}
         if self._tb is not None:
             for k, v in numeric.items():
                 self._tb.add_scalar(k, v, step)

@@ -140,7 +140,8 @@ def file_sha256(path: Path) -> str:
 
 
 def resolve_dtype(dtype: Any, device: str):
-    """``"auto"`` -> float32 on CPU, bfloat16 on CUDA when supported (else float16); names or torch dtypes pass through."""
+    """``"auto"`` -> float32 on CPU, bfloat16 on CUDA when supported (else float16); names or torch dtypes pass
+    through."""
     import torch  # lazy: torch/transformers cost seconds; tasks and eval import this module without needing them
 
     if isinstance(dtype, torch.dtype):
@@ -250,7 +251,8 @@ def convert_wheel_gguf(gguf: Path, target: Path) -> Path:
                 str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
             )
         except ImportError as e:
-            raise RewardlabError(f"reading the embedded model needs the gguf package: pip install gguf ({_first_line(e)})") from None
+            raise RewardlabError("reading the embedded model needs the gguf package: pip install gguf "
+                                 f"({_first_line(e)})") from None
         quantizer = getattr(model, "hf_quantizer", None)
         if quantizer is not None:  # transformers 5.x keeps a GGUF quantizer that refuses to serialize
             quantizer.remove_quantization_config(model)
@@ -272,7 +274,8 @@ def convert_wheel_gguf(gguf: Path, target: Path) -> Path:
             os.rename(tmp, target)
         except OSError:
             if not _cache_complete(target):  # another process won the race only if its folder is complete
-                raise RewardlabError(f"{target} exists but is not a complete model cache: delete it and retry") from None
+                raise RewardlabError(f"{target} exists but is not a complete model cache: delete it and "
+                                     "retry") from None
             shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -349,7 +352,8 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, dtype: Any = "a
         path = Path(name).expanduser()
         if path.exists():
             if not path.is_dir() or not (path / "config.json").is_file():
-                raise RewardlabError(f"{name} is not a model folder (expected a save_pretrained folder with config.json)")
+                raise RewardlabError(f"{name} is not a model folder (expected a save_pretrained folder with "
+                                     "config.json)")
             model, tokenizer = _from_pretrained(str(path), dtype=torch_dtype, local_files_only=True, label=name)
             provenance = dict(getattr(model.config, "rewardlab_provenance", None) or {})
             provenance.setdefault("model", name)
@@ -430,7 +434,8 @@ def resolve_model_path(model: str) -> str:
     """A run directory resolves to its latest checkpoint; anything else is returned unchanged."""
     p = Path(model).expanduser()
     if p.is_dir() and not (p / "config.json").is_file():
-        ckpts = sorted(c for c in (p / "checkpoints").glob("step-*") if (c / "config.json").is_file()) if (p / "checkpoints").is_dir() else []
+        ckpts = (sorted(c for c in (p / "checkpoints").glob("step-*") if (c / "config.json").is_file())
+                 if (p / "checkpoints").is_dir() else [])
         if ckpts:
             return str(ckpts[-1])
         raise RewardlabError(
@@ -438,7 +443,8 @@ def resolve_model_path(model: str) -> str:
             "pass a save_pretrained folder such as runs/x/checkpoints/step-000200 or a hub id"
         )
     if p.is_file():
-        raise RewardlabError(f"{model} is a file, not a model folder (expected a save_pretrained folder with config.json)")
+        raise RewardlabError(f"{model} is a file, not a model folder (expected a save_pretrained folder with "
+                             "config.json)")
     return model
 
 

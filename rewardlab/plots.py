@@ -59,7 +59,8 @@ def draw_reward_eval(ax: Any, rows: list[dict[str, Any]]) -> None:
     for i, bench in enumerate(eval_benchmarks(rows)):
         color = colors[i % len(colors)]
         xs, ys = _series(rows, f"eval/{bench}/accuracy")
-        lines += acc.plot(xs, ys, color=color, marker="s", markersize=3.5, linewidth=1.5, label=f"eval/{bench}/accuracy")
+        lines += acc.plot(xs, ys, color=color, marker="s", markersize=3.5, linewidth=1.5,
+                          label=f"eval/{bench}/accuracy")
         xs, ys = _series(rows, f"eval/{bench}/accuracy_clean")
         if xs:
             lines += acc.plot(xs, ys, color=color, linestyle="--", linewidth=1.0, label=f"eval/{bench}/accuracy_clean")

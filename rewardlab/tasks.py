@@ -71,7 +71,8 @@ BOXED_INSTRUCTION = "Please reason step by step, and put your final answer withi
 ARITH_TRAIN_SIZE = 4096
 ARITH_TEST_SIZE = 512
 
-HUMANEVAL_INSTRUCTION = "Complete the following Python function. Reply with the complete function in one ```python code block."
+HUMANEVAL_INSTRUCTION = ("Complete the following Python function. Reply with the complete function in one "
+                         "```python code block.")
 ARITH_INSTRUCTION = "Answer with just the number."
 
 
@@ -103,9 +104,11 @@ class Source:
 
 SOURCES: dict[str, Any] = {
     "gsm8k": lambda split: Source(f"gsm8k/{split}.jsonl", {"path": "openai/gsm8k", "name": "main", "split": split}),
-    "math": lambda split: Source("math/math_test_5000.jsonl", {"path": "DigitalLearningGmbH/MATH-lighteval", "split": "test"}),
+    "math": lambda split: Source("math/math_test_5000.jsonl",
+                                 {"path": "DigitalLearningGmbH/MATH-lighteval", "split": "test"}),
     "math500": lambda split: Source("math/math500_test.jsonl", {"path": "HuggingFaceH4/MATH-500", "split": "test"}),
-    "humaneval": lambda split: Source("humaneval/HumanEval.jsonl.gz", {"path": "openai/openai_humaneval", "split": "test"}),
+    "humaneval": lambda split: Source("humaneval/HumanEval.jsonl.gz",
+                                      {"path": "openai/openai_humaneval", "split": "test"}),
 }
 """Each dataset task's :class:`Source` for a split (``math`` train and test both read the MATH test file)."""
 
@@ -193,7 +196,8 @@ def _load_dataset(path: str, name: str | None, split: str) -> list[dict]:
     return [dict(r) for r in datasets.load_dataset(path, name, split=split)]
 
 
-def read_source(what: str, local: str | None, hub: dict | None, folder: str | os.PathLike | None = None) -> tuple[list[dict], dict]:
+def read_source(what: str, local: str | None, hub: dict | None,
+                folder: str | os.PathLike | None = None) -> tuple[list[dict], dict]:
     """Records of one data source and a description of where they came from: THE data rule.
 
     The local file ``local`` under the data folder (:func:`data_dir`) when it is there
@@ -254,7 +258,8 @@ def _gsm8k(split: str, root: Path | None) -> tuple[list[Row], dict]:
             id=f"gsm8k/{split}/{i}",
             prompt=_prompt("gsm8k", question=rec["question"].strip()),
             reference=gold,
-            meta={"reward": "math", "task": "gsm8k", "question": rec["question"], "solution": rec["answer"], "source": where0},
+            meta={"reward": "math", "task": "gsm8k", "question": rec["question"], "solution": rec["answer"],
+                  "source": where0},
         ))
     return rows, source
 
@@ -460,7 +465,8 @@ def load_task_with_source(
             try:
                 level = int(key.split(":", 1)[1])
             except ValueError:
-                raise RewardlabError(f"bad task {name!r}: use arith or arith:LEVEL with LEVEL in {sorted(_ARITH_LEVELS)}") from None
+                raise RewardlabError(f"bad task {name!r}: use arith or arith:LEVEL with LEVEL in "
+                                     f"{sorted(_ARITH_LEVELS)}") from None
         rows = arith_rows(split, n=limit, seed=seed, level=level)
         return rows, {"source": "task", "task": key, "split": split, "seed": seed, "records": len(rows),
                       "sha256": _rows_sha256(rows)}

@@ -129,7 +129,8 @@ def user_meta(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def safe_call(reward: Callable[..., RewardResult], completion: str, reference: Any, meta: dict[str, Any]) -> RewardResult:
+def safe_call(reward: Callable[..., RewardResult], completion: str, reference: Any,
+              meta: dict[str, Any]) -> RewardResult:
     """Call a reward; an exception or a malformed return becomes ``RewardResult(None, status="error")``.
 
     ``meta`` goes through :func:`user_meta` first (a field named ``reference`` is passed as ``reference_``)."""
@@ -159,10 +160,12 @@ def score_many(
     metas = [user_meta(dict(m or {})) for m in metas]
     if pool and len(completions) > 0:
         try:
-            results = score_batch(reward, list(completions), list(references), list(metas), deadline=deadline, workers=workers)
+            results = score_batch(reward, list(completions), list(references), list(metas), deadline=deadline,
+                                  workers=workers)
             return [_error_to_none(r) for r in results]
         except Exception as e:  # noqa: BLE001 - report every sample as failed rather than crash the trainer
-            log.error("batch scoring failed (%s: %s); every sample of this batch is marked status=error", type(e).__name__, e)
+            log.error("batch scoring failed (%s: %s); every sample of this batch is marked status=error",
+                      type(e).__name__, e)
             return [RewardResult(None, {"status": "error", "error": f"{type(e).__name__}: {e}"}) for _ in completions]
     return [safe_call(reward, c, r, m) for c, r, m in zip(completions, references, metas, strict=True)]
 

@@ -202,7 +202,8 @@ class OpenRLHFReward:
         self.deadline = deadline
         self.workers = workers
 
-    def __call__(self, queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kw: Any) -> dict[str, Any]:
+    def __call__(self, queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any],
+                 **kw: Any) -> dict[str, Any]:
         import torch  # lazy: torch is heavy and optional for everything but this OpenRLHF entry point
 
         try:
@@ -220,7 +221,8 @@ class OpenRLHFReward:
         return {
             "rewards": rewards,
             "scores": rewards.clone(),  # (B,)
-            "extra_logs": {k: torch.tensor(v, dtype=torch.float32) for k, v in payload["extra_logs"].items()},  # (B,) each
+            # (B,) each
+            "extra_logs": {k: torch.tensor(v, dtype=torch.float32) for k, v in payload["extra_logs"].items()},
         }
 
 

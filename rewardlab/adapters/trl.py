@@ -146,7 +146,8 @@ class TRLReward:
         except RewardlabError:
             raise  # a misconfigured reference column is a setup error: fail on the first step
         except Exception as e:  # noqa: BLE001
-            log.error("reward %s failed on the whole batch (%s: %s); returning None", self.__name__, type(e).__name__, e)
+            log.error("reward %s failed on the whole batch (%s: %s); returning None", self.__name__, type(e).__name__,
+                      e)
             results = [RewardResult(None, {"status": "error"}) for _ in completions]
         return self._finish(results, kwargs)
 

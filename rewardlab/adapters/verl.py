@@ -55,7 +55,8 @@ from typing import Any
 from rewardlab.adapters._common import coerce_reference, resolve, safe_call, score_many
 from rewardlab.rewards.base import RewardResult
 
-__all__ = ["compute_score", "compute_score_async", "compute_score_prime", "compute_score_batch", "route", "add_route", "ROUTES"]
+__all__ = ["compute_score", "compute_score_async", "compute_score_prime", "compute_score_batch", "route", "add_route",
+           "ROUTES"]
 
 log = logging.getLogger("rewardlab.adapters.verl")
 
@@ -214,7 +215,8 @@ async def compute_score_async(
     return await asyncio.to_thread(compute_score, data_source, solution_str, ground_truth, extra_info, **kwargs)
 
 
-def compute_score_prime(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any) -> float:
+def compute_score_prime(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None,
+                        **kwargs: Any) -> float:
     """:func:`compute_score`'s ``score`` alone (0.0 when ungraded), for verl's legacy
     ``PrimeRewardManager``, which calls ``fn(data_source, solution_str, ground_truth, extra_info)``
     in worker processes and reads a number (anything else it indexes with ``[0]``)."""

@@ -41,7 +41,8 @@ from rewardlab.rewards.math import ExtractionPolicy, MathReward, math_reward
 from rewardlab.rewards.pool import ascore_batch, score_batch, score_one
 from rewardlab.rewards.reward_model import RewardModelReward
 
-__all__ = ["Reward", "StagedReward", "RewardResult", "as_result", "get_reward", "register", "registered_rewards", "reward_name",
+__all__ = ["Reward", "StagedReward", "RewardResult", "as_result", "get_reward", "register", "registered_rewards",
+           "reward_name",
            "code_reward", "extract_code",
            "Combined", "reward_metrics", "OneAnswer", "RegexReward", "ThinkAnswerFormat",
            "CosineLength", "Overlong", "RepetitionPenalty",

@@ -107,7 +107,8 @@ def compare_output(actual: str, expected: str, mode: str = "whitespace", *, abs_
             return False, f"expected {len(e)} tokens, got {len(a)}"
         for i, (x, y) in enumerate(zip(a, e)):
             if not _close(x, y, abs_tol, rel_tol):
-                return False, f"token {i + 1}: expected {_show(y)}, got {_show(x)} (abs_tol {abs_tol:g}, rel_tol {rel_tol:g})"
+                return False, (f"token {i + 1}: expected {_show(y)}, got {_show(x)} "
+                               f"(abs_tol {abs_tol:g}, rel_tol {rel_tol:g})")
         return True, ""
     if mode == "unordered_tokens":
         a, e = sorted(actual.split()), sorted(expected.split())
@@ -162,7 +163,8 @@ def run_checker(checker: Program | Callable, stdin: str, expected: str, actual: 
         return True, said
     if checker.language == "python" and "Traceback (most recent call last)" in r.stderr:
         last = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-1:]
-        raise CheckerError(f"checker raised: {last[0] if last else r.error}")  # exit 1 of a crashed checker is no verdict
+        # exit 1 of a crashed checker is no verdict
+        raise CheckerError(f"checker raised: {last[0] if last else r.error}")
     if r.status == "error" and r.exit_code in (1, 2):
         kind = "wrong answer" if r.exit_code == 1 else "presentation error"
         return False, f"checker: {kind}" + (f": {said}" if said else "")
@@ -174,7 +176,8 @@ def run_checker(checker: Program | Callable, stdin: str, expected: str, actual: 
 class SuiteResult:
     passed: int
     total: int
-    status: str  # worst run status: pass, fail, timeout, memory, crash, error, output_limit, sandbox_error, checker_error
+    # worst run status: pass, fail, timeout, memory, crash, error, output_limit, sandbox_error, checker_error
+    status: str
     tests: list[dict] = field(default_factory=list)  # per test run: {"test", "status", "time", "reason"?}
     first_failure: dict | None = None  # {"test", "status", "reason"}
     elapsed: float = 0.0

@@ -38,7 +38,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable
 
 from rewardlab.errors import RewardlabError
-from rewardlab.rewards.base import RewardResult, as_result, fast_part, get_reward, is_isolated, reward_name, timeout_score_of
+from rewardlab.rewards.base import (
+    RewardResult,
+    as_result,
+    fast_part,
+    get_reward,
+    is_isolated,
+    reward_name,
+    timeout_score_of,
+)
 
 __all__ = ["Combined", "reward_metrics", "reward_from_specs", "RewardSpecError"]
 

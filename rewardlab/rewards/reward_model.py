@@ -101,7 +101,8 @@ class RewardModelReward:
 
                     device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
                     tok = AutoTokenizer.from_pretrained(self.path)
-                    model = AutoModelForSequenceClassification.from_pretrained(self.path, num_labels=1, dtype=self.dtype)
+                    model = AutoModelForSequenceClassification.from_pretrained(self.path, num_labels=1,
+                                                                               dtype=self.dtype)
                     self._prepare(model.to(device), tok)
         return self._model, self._tokenizer
 

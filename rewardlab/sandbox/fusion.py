@@ -178,7 +178,8 @@ def make_server(host: str = "127.0.0.1", port: int = 8080, *, tier: str | None =
     return srv
 
 
-def serve_in_thread(host: str = "127.0.0.1", port: int = 0, *, tier: str | None = None) -> tuple[ThreadingHTTPServer, str]:
+def serve_in_thread(host: str = "127.0.0.1", port: int = 0, *,
+                    tier: str | None = None) -> tuple[ThreadingHTTPServer, str]:
     """Start a server in a daemon thread; returns it and its ``/run_code`` URL (tests, notebooks)."""
     srv = make_server(host, port, tier=tier)
     threading.Thread(target=srv.serve_forever, name="rewardlab-fusion", daemon=True).start()

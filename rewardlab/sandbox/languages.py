@@ -78,9 +78,11 @@ def _jdk() -> tuple[str | None, str]:
         outside = [p for p in needed if not os.path.realpath(p).startswith("/usr/")]
         if not outside and real.startswith("/usr/"):
             return real, ""
-        why = (f"the JDK at {real} keeps its configuration in /etc ({os.path.realpath(outside[0]) if outside else real}),"
+        why = (f"the JDK at {real} keeps its configuration in /etc "
+               f"({os.path.realpath(outside[0]) if outside else real}),"
                " which the sandbox does not expose; install a self-contained JDK under /usr/lib/jvm (Temurin) or"
-               f" make one (what setup.sh does): jlink --add-modules java.se,jdk.compiler,jdk.zipfs --output {_SETUP_JDK}")
+               " make one (what setup.sh does): jlink --add-modules java.se,jdk.compiler,jdk.zipfs --output "
+               f"{_SETUP_JDK}")
     return None, why
 
 
@@ -113,7 +115,8 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in (
                                     ("GOFLAGS", "-p=2"), ("GOMAXPROCS", "2"), ("GOTELEMETRY", "off")),
              run_as_mb=2048),
     Language("rust", ("rust", "rs"), "main.rs", ("./main",),
-             ("/usr/bin/rustc", "-O", "--edition", "2021", "-C", "strip=symbols", "-C", "codegen-units=4", "-C", "linker=/usr/bin/gcc",
+             ("/usr/bin/rustc", "-O", "--edition", "2021", "-C", "strip=symbols", "-C", "codegen-units=4", "-C",
+              "linker=/usr/bin/gcc",
               "-o", "main", "main.rs"), ("main",), ("/usr/bin/rustc",)),
 )}
 

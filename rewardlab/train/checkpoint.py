@@ -41,7 +41,14 @@ import torch
 from safetensors.torch import load_file
 
 from rewardlab.errors import RewardlabError
-from rewardlab.train.lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_lora, load_adapter_weights, save_adapter, save_merged
+from rewardlab.train.lora import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    is_lora,
+    load_adapter_weights,
+    save_adapter,
+    save_merged,
+)
 
 STATE_FILE = "trainer_state.pt"
 COMPLETE_MARKER = "COMPLETE"
@@ -254,7 +261,8 @@ def load_weights(model: Any, ckpt: str | os.PathLike) -> None:
         raise RewardlabError(f"checkpoint {p} holds full weights but the model has LoRA adapters; resume without "
                              "--lora-rank, or pick a new --output-dir")
     index = p / "model.safetensors.index.json"
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
+    files = (sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file()
+             else ["model.safetensors"])
     state: dict[str, torch.Tensor] = {}
     for name in files:
         state.update(load_file(str(p / name)))

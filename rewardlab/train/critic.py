@@ -158,7 +158,8 @@ class ValueModel(torch.nn.Module):
             if device is not None and torch.device(device) != _first_param(trunk).device:
                 trunk = trunk.to(device)
         else:
-            raise RewardlabError(f"ValueModel.separate needs a model path or module, not {type(path_or_model).__name__}")
+            raise RewardlabError("ValueModel.separate needs a model path or module, not "
+                                 f"{type(path_or_model).__name__}")
         for p in trunk.parameters():
             p.requires_grad_(True)
         return cls(trunk, mode="separate", detach_below=detach_below, init_std=init_std, seed=seed)
@@ -226,7 +227,8 @@ class ValueModel(torch.nn.Module):
         ``torch.no_grad()`` for the old values of GAE.
         """
         if any(len(s.prompt_ids) == 0 for s in samples):
-            raise RewardlabError("ValueModel.values: every sample needs a non-empty prompt (V(s_0) is read at its last token)")
+            raise RewardlabError("ValueModel.values: every sample needs a non-empty prompt (V(s_0) is read at its last "
+                                 "token)")
         vocab = self.trunk.get_input_embeddings().num_embeddings
         top = max(max(s.prompt_ids) for s in samples)
         top = max([top] + [max(s.token_ids) for s in samples if s.token_ids])
@@ -283,7 +285,8 @@ class ValueModel(torch.nn.Module):
         if state.get("mode") != self.mode:
             raise RewardlabError(f"saved value model is {state.get('mode')!r}, this one is {self.mode!r}")
         if state.get("hidden_size") != self.hidden_size:
-            raise RewardlabError(f"saved value head has hidden size {state.get('hidden_size')}, this trunk {self.hidden_size}")
+            raise RewardlabError(f"saved value head has hidden size {state.get('hidden_size')}, this trunk "
+                                 f"{self.hidden_size}")
         self.head.load_state_dict(state["head"])
         if self.mode == "separate":
             if "trunk" not in state:

@@ -76,7 +76,8 @@ def ngrams(text: str, n: int) -> set[str]:
 
 
 def question_text(row: Any) -> str:
-    """The problem itself, without the task's instruction: ``meta`` question / problem / code prompt, else the last user message."""
+    """The problem itself, without the task's instruction: ``meta`` question / problem / code prompt, else the last user
+    message."""
     meta = row.meta or {}
     for key in ("question", "problem", "code_prompt"):
         if isinstance(meta.get(key), str) and meta[key].strip():
@@ -242,16 +243,19 @@ def start(run: Run) -> TrainEval:
     names = eval_suite_names(cfg.eval_suite)
     benches = [load_benchmark(name, run.rows, limit=cfg.eval_limit, n=cfg.eval_ngram, seed=cfg.seed) for name in names]
     how = "greedy" if cfg.eval_temperature == 0 else f"T={cfg.eval_temperature:g}, {cfg.eval_samples} per problem"
-    run.say(f"  {'eval':<28}every {cfg.eval_every} steps: " + ", ".join(f"{b.name} ({len(b.rows)} problems)" for b in benches)
+    run.say(f"  {'eval':<28}every {cfg.eval_every} steps: "
+            + ", ".join(f"{b.name} ({len(b.rows)} problems)" for b in benches)
             + f", {how}, {cfg.eval_max_new_tokens or cfg.max_new_tokens} tokens, graded by "
             + ", ".join(dict.fromkeys(b.reward_name for b in benches)))
     for b in benches:
-        run.say(f"  {'held out: ' + b.name:<28}{len(b.dropped_ids)} shared an id with the {len(run.rows)} training rows "
+        run.say(f"  {'held out: ' + b.name:<28}{len(b.dropped_ids)} shared an id with the {len(run.rows)} training "
+                "rows "
                 f"(dropped); {len(b.ngram_ids)} of {len(b.rows)} share a {cfg.eval_ngram}-gram with a training question"
                 + (f" (e.g. {', '.join(b.ngram_ids[:3])}; accuracy_clean leaves them out)" if b.ngram_ids else ""))
     if run.main:
         report = {"training_task": cfg.task, "training_rows": len(run.rows), "ngram": cfg.eval_ngram,
-                  "benchmarks": {b.name: {"problems": len(b.rows), "reward": b.reward_name, "dropped_by_id": b.dropped_ids,
+                  "benchmarks": {b.name: {"problems": len(b.rows), "reward": b.reward_name,
+                                          "dropped_by_id": b.dropped_ids,
                                           "ngram_overlap": b.ngram_ids} for b in benches}}
         path = run.run_dir / HELDOUT_REPORT
         path.parent.mkdir(parents=True, exist_ok=True)

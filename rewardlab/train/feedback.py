@@ -52,7 +52,8 @@ def feedback_engine(run: Run, start: Any) -> FeedbackEngine:
             engine.load_weights(run.model)
         return engine.generate(prompts, 1, params)
 
-    return FeedbackEngine(run.model, run.tok, critic=critic, max_total_tokens=4 * cfg.max_new_tokens + 2 * cfg.feedback_tokens,
+    return FeedbackEngine(run.model, run.tok, critic=critic,
+                          max_total_tokens=4 * cfg.max_new_tokens + 2 * cfg.feedback_tokens,
                           batch_size=cfg.rollout_batch_size)
 
 
@@ -114,4 +115,5 @@ def feedback_metrics(samples: list[Sample], trained_critic: bool) -> dict[str, A
             "feedback/critic_step": int(trained_critic)}
 
 
-__all__ = ["critic_samples", "critic_step", "feedback_engine", "feedback_metrics", "grade_first_attempts", "question_of"]
+__all__ = ["critic_samples", "critic_step", "feedback_engine", "feedback_metrics", "grade_first_attempts",
+           "question_of"]

@@ -33,7 +33,8 @@ def build_reward(cfg: TrainConfig, rows: list[Any]) -> tuple[Any, str]:
     (or ``hybrid``: ``--judge-rule`` first) is an LLM judge built from the ``--judge-*`` settings."""
     name = cfg.reward or (rows[0].meta or {}).get("reward")
     if not name:
-        raise RewardlabError(f"task {cfg.task!r} names no default reward; pass --reward math (or code, or a dotted path)")
+        raise RewardlabError(f"task {cfg.task!r} names no default reward; pass --reward math (or code, or a dotted "
+                             "path)")
     if name in JUDGE_REWARDS:
         main = build_judge(name, url=cfg.judge_url, model=cfg.judge_model,
                            rule=get_reward(cfg.judge_rule) if name == "hybrid" else None,

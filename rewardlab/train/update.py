@@ -68,7 +68,8 @@ def update_policy(run: Run, batch: Batch) -> Update:
         old_lp, ref_lp, frozen_h = frozen_logprobs(run, minis)
         corrected = correct_batch(run, minis, old_lp, update)
         eps = run.clip_adapt.current() if run.clip_adapt is not None else None  # KL-adaptive clip range
-        bog = extras.bog_coef(batch.step, cfg.steps, run.algo.bog_coef, run.algo.bog_warmup) if run.algo.bog_coef else 0.0
+        bog = (extras.bog_coef(batch.step, cfg.steps, run.algo.bog_coef, run.algo.bog_warmup)
+               if run.algo.bog_coef else 0.0)
         run.model.train()
         if run.critic is not None:
             run.critic.train()
@@ -174,7 +175,8 @@ def micro_batches(minis: list[list[Sample]], size: int) -> Iterator[tuple[tuple[
             yield (mi, ui), mb[ui : ui + size]
 
 
-def correct_batch(run: Run, minis: list[list[Sample]], old_lp: dict, update: Update) -> dict[tuple[int, int], Corrected]:
+def correct_batch(run: Run, minis: list[list[Sample]], old_lp: dict,
+                  update: Update) -> dict[tuple[int, int], Corrected]:
     """Rollout correction for every micro-batch (``--correction``), before any update; {} when off."""
     corr = run.correction
     if corr is None:

@@ -18,7 +18,8 @@ is used). The judge sees the *extracted* answer, never the whole completion.
 **Protocol and limits.** One ``POST {base_url}/chat/completions`` per answer (``httpx``), with
 ``temperature`` / ``max_tokens`` / ``top_p`` / ``seed`` as given. Everything runs on one background
 event loop per process, whose semaphore per (``base_url``, ``max_concurrency``) bounds the requests
-in flight to ``max_concurrency``, shared by every judge of that process with those two settings, whichever thread or event loop the call comes from: the sync call, the async
+in flight to ``max_concurrency``, shared by every judge of that process with those two settings, whichever thread or
+event loop the call comes from: the sync call, the async
 ``areward`` (TRL's async reward functions, verl's async ``compute_score``), ``ascore`` /
 ``score_many`` (a batch, concurrently), and ``pool.score_batch`` (``isolated = True``: the pool calls
 it from threads here; pass ``workers=`` for more threads). Each item has

@@ -39,7 +39,8 @@ _CLAIM_RE = re.compile(
     r"ignore|instructions?|system prompt|score[ds]?|reward|full marks|accept(?:ed)?|assistant|"
     r"correcto|correcta|richtig|korrekt|exact(?:e|o)?)\b|正确|正確|正解",
     re.IGNORECASE)
-_HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|probably|might)\b|\\lor\b|\bvs\.?\b|\band/or\b", re.IGNORECASE)
+_HEDGE_RE = re.compile(r"\b(?:or|either|maybe|perhaps|possibly|probably|might)\b|\\lor\b|\bvs\.?\b|\band/or\b",
+                       re.IGNORECASE)
 _SCRIPTS = (("cjk", 0x3040, 0x30FF), ("cjk", 0x3400, 0x9FFF), ("cjk", 0xAC00, 0xD7AF), ("cjk", 0xF900, 0xFAFF),
             ("cyrillic", 0x0400, 0x052F), ("arabic", 0x0600, 0x06FF), ("hebrew", 0x0590, 0x05FF),
             ("devanagari", 0x0900, 0x097F), ("thai", 0x0E00, 0x0E7F))
@@ -120,7 +121,8 @@ def _copy(answer: str, words: str, question: str | None, reference: str | None, 
 def _language(answer: str, words: str, question: str | None, reference: str | None, sentence: bool) -> Refusal | None:
     foreign = scripts_of(answer) - scripts_of((question or "") + " " + (reference or ""))
     if foreign:
-        return "hack_language", f"the answer is written in a script the task does not use ({', '.join(sorted(foreign))})"
+        return "hack_language", ("the answer is written in a script the task does not use "
+                                 f"({', '.join(sorted(foreign))})")
     return None
 
 

@@ -201,7 +201,8 @@ class JudgeReward:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
     def cache_key(self, question: str | None, reference: str | None, answer: str) -> str:
-        blob = json.dumps([self.model, self.system, self.template if reference is not None else self.no_reference_template,
+        blob = json.dumps([self.model, self.system,
+                           self.template if reference is not None else self.no_reference_template,
                            sorted(self.sampling.items()), sorted(self.disabled), self.allow_preamble,
                            question, reference, answer], ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
@@ -211,7 +212,8 @@ class JudgeReward:
         restated, correct = verdict["restated"], verdict["correct"]
         info.update(verdict=("CORRECT" if correct else "INCORRECT"), restated=restated[:300])
         if "restate" not in self.disabled and not restatement_matches(restated, answer):
-            info.update(status="judge_mismatch", detail="the judge restated a different answer than the one it was shown")
+            info.update(status="judge_mismatch", detail="the judge restated a different answer than the one it was "
+                        "shown")
             return RewardResult(self.scores["judge_mismatch"], info)
         info["status"] = "ok"
         return RewardResult(self.scores["correct" if correct else "wrong"], info)
@@ -364,7 +366,8 @@ class JudgeReward:
         metas = metas if metas is not None else [{} for _ in completions]
         if not (len(completions) == len(references) == len(metas)):
             raise ValueError("ascore: completions, references and metas differ in length")
-        return list(await asyncio.gather(*(self.areward(c, r, **(m or {})) for c, r, m in zip(completions, references, metas))))
+        return list(await asyncio.gather(*(self.areward(c, r, **(m or {}))
+                                           for c, r, m in zip(completions, references, metas))))
 
     def score_many(self, completions: Sequence[Any], references: Sequence[Any],
                    metas: Sequence[dict] | None = None) -> list[RewardResult]:

@@ -185,7 +185,8 @@ async def ask(rt: Runtime, endpoint: Endpoint, policy: RetryPolicy, messages: li
         if not allowed:
             info["phase"] = "circuit_open"
             last = Attempt("error", f"circuit open after {breaker.failures} consecutive failures; "
-                                    f"retrying the server in {left:.1f} s" + (f" (last: {last.detail})" if attempts else ""))
+                                    f"retrying the server in {left:.1f} s"
+                                    + (f" (last: {last.detail})" if attempts else ""))
             break
         remaining = end - time.monotonic()
         if remaining <= 0:

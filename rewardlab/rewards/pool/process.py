@@ -261,7 +261,8 @@ class WorkerPool:
             key = hashlib.sha1(payload).hexdigest()
         w, phase = self._acquire(until)
         if w is None:
-            why = {"startup": "no reward worker was ready yet (cold start)" + (f": {self.start_error}" if self.start_error else ""),
+            why = {"startup": ("no reward worker was ready yet (cold start)"
+                               + (f": {self.start_error}" if self.start_error else "")),
                    "queue": "every reward worker stayed busy"}[phase]
             return Outcome("timeout", f"{why} within the {cap:g} s wall-clock cap", None, time.monotonic() - t0, phase)
         broken = handed_off = False
