@@ -40,7 +40,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from learning import _Reward, embedded_model_dir, letters_score, strict_score  # noqa: E402  (bench/learning.py: the same tasks)
+# (bench/learning.py: the same tasks)
+from learning import _Reward, embedded_model_dir, letters_score, strict_score  # noqa: E402
 
 strict = _Reward("strict", strict_score)
 letters = _Reward("letters", letters_score)
@@ -132,7 +133,8 @@ def main() -> None:
                 ("dr_grpo + reward_norm ema", "dr_grpo", {"reward_norm": "ema"})]
     elif args.mismatch is not None:
         rows = [(f"{args.base}, temperature 1.0, no correction", args.base, {"temperature": 1.0}),
-                (f"{args.base}, temperature {args.mismatch:g}, no correction", args.base, {"temperature": args.mismatch})]
+                (f"{args.base}, temperature {args.mismatch:g}, no correction", args.base,
+                 {"temperature": args.mismatch})]
         rows += [(f"{args.base}, temperature {args.mismatch:g}, --correction {c}", args.base,
                   {"temperature": args.mismatch, "correction": c}) for c in args.corrections.split(",") if c]
     else:
@@ -149,7 +151,8 @@ def main() -> None:
         else:
             model_dir = desc = args.model
         config = {"model": desc, "task": args.task, "prompts x group": f"{args.prompts} x {args.group}",
-                  "max_new_tokens": args.max_new_tokens, "lr": args.lr, "task_limit": args.task_limit, "steps": args.steps, "seeds": seeds,
+                  "max_new_tokens": args.max_new_tokens, "lr": args.lr, "task_limit": args.task_limit,
+                  "steps": args.steps, "seeds": seeds,
                   "threads": args.threads, "torch": torch.__version__,
                   "machine": f"{platform.machine()}, {os.cpu_count()} cpus", "command": " ".join(sys.argv)}
         print("configuration")

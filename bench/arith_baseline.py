@@ -51,7 +51,8 @@ def main() -> None:
             statuses: dict[str, int] = {}
             for r in scores:
                 statuses[r.info["status"]] = statuses.get(r.info["status"], 0) + 1
-            per_prompt = [sum(scores[i * args.n + j].score or 0.0 for j in range(args.n)) / args.n for i in range(len(rows))]
+            per_prompt = [sum(scores[i * args.n + j].score or 0.0 for j in range(args.n)) / args.n
+                          for i in range(len(rows))]
             print(json.dumps({
                 "model": model.rewardlab_provenance.get("model"),
                 "weights": model.rewardlab_provenance.get("weights"),

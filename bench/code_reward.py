@@ -147,7 +147,8 @@ def bench_languages(args) -> None:
            "workers": args.workers, "repeats": args.repeats, "pool_start_s": round(warm_s, 3), "languages": {}}
     print(f"# {out['command']}  ({out['date']}, {args.workers} workers, load {os.getloadavg()[0]:.1f})")
     print(f"# {out['tier']}; each language: 3 problems x {args.repeats} gradings of the reference solution")
-    print(f"{'language':<11} {'ours tests/s':>12} {'plain tests/s':>13} {'ratio':>6} {'cache hits':>10} {'run ms':>6}  correct")
+    print(f"{'language':<11} {'ours tests/s':>12} {'plain tests/s':>13} {'ratio':>6} {'cache hits':>10} {'run ms':>6}  "
+          "correct")
     for lang in languages.LANGUAGES:
         if avail[lang] is not None:
             print(f"{lang:<11} skipped: {avail[lang]}")
@@ -178,7 +179,8 @@ def bench_languages(args) -> None:
                                   "ours_correct": ok, "plain_correct": pok, "gradings": len(jobs),
                                   "run_ms_median": round(run_ms, 1)}
         hr = "  (none)" if rate is None else f"{100 * rate:9.0f}%"
-        print(f"{lang:<11} {ntests / ours_s:12.1f} {ntests / plain_s:13.1f} {plain_s / ours_s:5.2f}x {hr} {run_ms:6.1f}  "
+        print(f"{lang:<11} {ntests / ours_s:12.1f} {ntests / plain_s:13.1f} {plain_s / ours_s:5.2f}x {hr} "
+              f"{run_ms:6.1f}  "
               f"{ok}/{len(jobs)} vs {pok}/{len(jobs)}")
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1) + "\n")

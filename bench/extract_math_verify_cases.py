@@ -1,6 +1,7 @@
 """Extract every labelled (gold, prediction, expected) case of Math-Verify's own test suite (issue 22).
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/extract_math_verify_cases.py PATH [--out bench/data/math_verify_cases.jsonl] [--commit SHA]
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/extract_math_verify_cases.py PATH \
+        [--out bench/data/math_verify_cases.jsonl] [--commit SHA]
 
 ``PATH`` is a Math-Verify checkout (a work tree with ``tests/``) or a bare git directory (the ``fetch``
 tool's ``/work/.mirror/huggingface+Math-Verify/repo``; files are then read with ``git show HEAD:...``).
@@ -13,7 +14,8 @@ new test shape is never dropped silently.
 What each test asserts, and how a case is written down (``mv`` says how math-verify grades it, so that
 ``bench/math_verify_conformance.py`` can replay the peer's own call):
 
-* ``assert compare_strings(gold, pred, match_types=..., precision=..., strict=..., allow_set_relation_comp=...) == expected``
+* ``assert compare_strings(gold, pred, match_types=..., precision=..., strict=..., allow_set_relation_comp=...) ==
+expected``
   (the helper of ``tests/test_all.py``; its defaults and its LaTeX config are read from its source):
   ``mv = {"kind": "compare_strings", ...}``; ``check = "verify"``;
 * ``assert int(verify(parse(gold), parse(pred))) == result`` (``test_yujianll.py``): ``mv.kind = "verify_parse"``;
@@ -357,10 +359,12 @@ def _parse_call(call: ast.Call, params: dict) -> dict:
 
 
 def _call_name(node: ast.AST) -> str:
-    return _name(node.func).split(".")[-1] if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) else ""
+    return (_name(node.func).split(".")[-1]
+            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) else "")
 
 
-def _parametrized_cases(fn: ast.FunctionDef, names: list[str], rows: list[tuple[int, list]], helper: Helper) -> list[dict]:
+def _parametrized_cases(fn: ast.FunctionDef, names: list[str], rows: list[tuple[int, list]],
+                        helper: Helper) -> list[dict]:
     a = _single_assert(fn)
     t = a.test
     if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
@@ -486,8 +490,9 @@ def classify(case: dict) -> None:
     mv = case["mv"]
     if mv["kind"] in ("parse", "sympy_expr_eq"):
         case["config_dependent"] = True
-        case["config_reason"] = ("asserts on parse output under " + case["settings"] if mv["kind"] == "parse"
-                                 else "asserts on sympy objects with " + case["settings"]) + ", not on verify(gold, pred)"
+        case["config_reason"] = (("asserts on parse output under " + case["settings"] if mv["kind"] == "parse"
+                                  else "asserts on sympy objects with " + case["settings"])
+                                 + ", not on verify(gold, pred)")
         return
     if mv["kind"] == "verify_parse" and not mv["verify_kwargs"]:
         case["config_dependent"] = False
@@ -577,7 +582,8 @@ def write_md(path: Path, meta: dict, cases: list[dict]) -> None:
         "# Math-Verify's own test cases (data for bench/math_verify_conformance.py)",
         "",
         f"* Source: {meta['source']} at commit `{meta['commit']}` ({meta['commit_date']}), folder `tests/`.",
-        f"* Licence: {lic.get('spdx', '?')} (repository `{lic.get('file', '?')}` file; pyproject: `{lic.get('pyproject', '?')}`)."
+        f"* Licence: {lic.get('spdx', '?')} (repository `{lic.get('file', '?')}` file; "
+        f"pyproject: `{lic.get('pyproject', '?')}`)."
         + "".join(f" `{f}` also carries its own {v}." for f, v in meta["file_header_licences"].items())
         + " Both permit this use; the source and licence are named here and in the JSONL's first line.",
         "* What is here: the inputs and labels of the peer's tests, as data (no code copied), extracted with",

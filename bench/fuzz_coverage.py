@@ -198,7 +198,8 @@ def child(args) -> None:
         summary = {}
         for name, c in costs.items():
             xs = sorted(c["sample_ms"])
-            summary[name] = {"calls": c["calls"], "p50_ms": xs[len(xs) // 2], "p99_ms": xs[min(len(xs) - 1, int(0.99 * len(xs)))],
+            summary[name] = {"calls": c["calls"], "p50_ms": xs[len(xs) // 2],
+                             "p99_ms": xs[min(len(xs) - 1, int(0.99 * len(xs)))],
                              "max_ms": c["max_ms"], "max_input": c["max_input"]}
         costs_file.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
 
@@ -290,7 +291,8 @@ def run_coverage(seconds: float = 30, *, time_bound_ms: float = TIME_BOUND_MS, m
            "log_tail": log[-4000:]}
     costs_file = artifacts / "costs.json"
     res["costs"] = json.loads(costs_file.read_text()) if costs_file.is_file() else {}
-    finding_lines = [line for line in log.splitlines() if "CostFinding" in line or "ALARM" in line or "ERROR: libFuzzer" in line]
+    finding_lines = [line for line in log.splitlines() if "CostFinding" in line or "ALARM" in line
+                     or "ERROR: libFuzzer" in line]
     res["finding_lines"] = finding_lines[:20]
     if not quiet:
         print(f"fuzz_coverage: {n} seeds, {seconds:g} s, rc {proc.returncode}, wall {wall:.1f} s")
@@ -298,13 +300,16 @@ def run_coverage(seconds: float = 30, *, time_bound_ms: float = TIME_BOUND_MS, m
         print(f"  runs {stats.get('number_of_executed_units', '?')}, {stats.get('average_exec_per_sec', '?')} exec/s, "
               f"peak RSS {stats.get('peak_rss_mb', '?')} MB")
         if res["costs"]:
-            print(f"  {'entry point (instrumented)':28s} {'calls':>7s} {'p50 ms':>7s} {'p99 ms':>7s} {'max ms':>7s}  slowest input")
+            print(f"  {'entry point (instrumented)':28s} {'calls':>7s} {'p50 ms':>7s} {'p99 ms':>7s} {'max ms':>7s}  "
+                  "slowest input")
             for name, c in res["costs"].items():
-                print(f"  {name:28s} {c['calls']:7d} {c['p50_ms']:7.3f} {c['p99_ms']:7.3f} {c['max_ms']:7.2f}  {c['max_input'][0][:60]!r}")
+                print(f"  {name:28s} {c['calls']:7d} {c['p50_ms']:7.3f} {c['p99_ms']:7.3f} {c['max_ms']:7.2f}  "
+                      f"{c['max_input'][0][:60]!r}")
         for line in finding_lines:
             print("  " + line)
         for f in res["findings"]:
-            print(f"  FINDING [{f['kind']}] completion={f['completion'][:300]!r} gold={(f['gold'] or '')[:100]!r} ({f['file']})")
+            print(f"  FINDING [{f['kind']}] completion={f['completion'][:300]!r} gold={(f['gold'] or '')[:100]!r} "
+                  f"({f['file']})")
     return res
 
 
@@ -331,8 +336,10 @@ def main() -> None:
     if args.seed_only:
         seed_only(args)
         return
-    res = run_coverage(args.seconds, time_bound_ms=args.time_bound_ms, mem_bound_mb=args.mem_bound_mb, hang_s=args.hang_s,
-                       runs=args.runs, seed=args.seed, corpus=args.corpus, artifacts=args.artifacts, max_len=args.max_len,
+    res = run_coverage(args.seconds, time_bound_ms=args.time_bound_ms, mem_bound_mb=args.mem_bound_mb,
+                       hang_s=args.hang_s,
+                       runs=args.runs, seed=args.seed, corpus=args.corpus, artifacts=args.artifacts,
+                       max_len=args.max_len,
                        targets=args.targets)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, ensure_ascii=False))

@@ -52,8 +52,10 @@ from typing import Callable, Iterable
 
 BUILTIN_GOLDS: tuple[tuple[str, str], ...] = tuple(("builtin", g) for g in (
     "5", "12", "500", "1000", "1,234", "-7", "0", "72", "18", "3600", "250000", "0.75", "3.14", "0.5", "12.5",
-    "\\frac{3}{4}", "\\frac{1}{8}", "\\dfrac{17}{50}", "-\\frac{2}{3}", "\\sqrt{2}", "2\\sqrt{5}", "\\frac{\\sqrt{21}}{5}",
-    "288 \\pi", "(6,31,-1)", "(-\\sqrt{3}, \\sqrt{3})", "x^2+7x+10", "p - q", "10\\%", "\\$18.90", "(1, 2)", "[0, \\infty)",
+    "\\frac{3}{4}", "\\frac{1}{8}", "\\dfrac{17}{50}", "-\\frac{2}{3}", "\\sqrt{2}", "2\\sqrt{5}",
+    "\\frac{\\sqrt{21}}{5}",
+    "288 \\pi", "(6,31,-1)", "(-\\sqrt{3}, \\sqrt{3})", "x^2+7x+10", "p - q", "10\\%", "\\$18.90", "(1, 2)",
+    "[0, \\infty)",
 ))
 """Golds used when no data folder is present (a small mix of every shape the datasets hold)."""
 
@@ -178,7 +180,8 @@ def _group(s: str, sep: str) -> str:
     return s[:head] + "".join(sep + s[i:i + 3] for i in range(head, len(s), 3))
 
 
-JUNK_PIECES = ("\ufffd", "qI", "(G", "ing", "▁the", "Ġ", "ĊĊ", "ab", "Z", "answer", "is", " ", "  ", "\ufffd\ufffd", "!",
+JUNK_PIECES = ("\ufffd", "qI", "(G", "ing", "▁the", "Ġ", "ĊĊ", "ab", "Z", "answer", "is", " ", "  ", "\ufffd\ufffd",
+               "!",
                ")", "(", "{", "}", "$", "_", "|", "é", "\u200b", "ANS", "ĠThe", "x", "=", ":", "#", "\\")
 UNITS = ("cm", "m", "km", "kg", "g", "mph", "miles", "meters", "dollars", "cents", "hours", "minutes", "seconds",
          "inches", "feet", "apples", "pounds", "liters", "units", "days", "cm^2", "square feet")
@@ -255,7 +258,8 @@ def fam_sign_flip(g: str, rng: random.Random):
     if v == 0:
         return None, ""
     if v is not None:
-        return rng.choice(((f"-{s}", "minus added"), (f"−{s}", "unicode minus added"))) if s[0] != "\\" else (f"-{s}", "minus added")
+        return (rng.choice(((f"-{s}", "minus added"), (f"−{s}", "unicode minus added"))) if s[0] != "\\"
+                else (f"-{s}", "minus added"))
     if re.search(r"\d|\\pi|\\sqrt", s) and not re.search(r"[,=<>]|\\le|\\ge", s):
         return f"-({s})", "-(expr)"
     return None, ""
@@ -296,7 +300,8 @@ def fam_units(g: str, rng: random.Random):
     return _choice(rng, [
         (f"{s} {u}", "N unit"), (f"{s}\\text{{ {u}}}", "N \\text{unit}"), (f"\\${s}", "\\$N"), (f"${s}", "$N"),
         (f"{w} {u}", "wrong unit"), (f"{s} {word}", "N scale-word"),
-        (f"{fmt_number(v / mult)} {word}", "N/scale scale-word") if (v / mult) * 10**6 == int((v / mult) * 10**6) else None,
+        ((f"{fmt_number(v / mult)} {word}", "N/scale scale-word") if (v / mult) * 10**6 == int((v / mult) * 10**6)
+         else None),
         (f"{s}\\text{{{u.split('^')[0]}}}^2", "N \\text{unit}^2"),
     ])
 
@@ -333,7 +338,8 @@ def fam_latex_frac(g: str, rng: random.Random):
     sg, a, b = p
     k = rng.randint(2, 5)
     opts = [(f"{sg}\\frac{{{a}}}{{{b}}}", "\\frac"), (f"{sg}\\dfrac{{{a}}}{{{b}}}", "\\dfrac"),
-            (f"{sg}\\tfrac{{{a}}}{{{b}}}", "\\tfrac"), (f"{sg}{a}/{b}", "a/b"), (f"{sg}\\frac{{{k * a}}}{{{k * b}}}", "scaled"),
+            (f"{sg}\\tfrac{{{a}}}{{{b}}}", "\\tfrac"), (f"{sg}{a}/{b}", "a/b"),
+            (f"{sg}\\frac{{{k * a}}}{{{k * b}}}", "scaled"),
             (f"\\frac{{{sg}{a}}}{{{b}}}", "sign inside"), (f"{sg}{a} \\div {b}", "\\div"),
             (f"{sg}\\frac{a}{b}" if a < 10 and b < 10 else None, "\\frac ab"),
             (f"{sg}\\frac{{{b}}}{{{a}}}" if a != b and a else None, "swapped"),
@@ -369,7 +375,8 @@ def fam_arithmetic(g: str, rng: random.Random):
         return None, ""
     n = v.numerator
     a = rng.randint(1, 9)
-    return _choice(rng, [(f"{n - a}+{a}", "a+b"), (f"{n + a}-{a}", "a-b"), (f"2\\cdot {fmt_number(Fraction(n, 2))}", "2*(n/2)"),
+    return _choice(rng, [(f"{n - a}+{a}", "a+b"), (f"{n + a}-{a}", "a-b"),
+                         (f"2\\cdot {fmt_number(Fraction(n, 2))}", "2*(n/2)"),
                          (f"{n}\\times 1", "n*1"), (f"{n - a}+{a + 1}", "wrong sum"), (f"{n}\\cdot 10", "n*10")])
 
 
@@ -402,7 +409,8 @@ def fam_junk_around(g: str, rng: random.Random):
     if rng.random() < 0.5:
         other = rng.choice(("00", "0", "3", "1", "9", "12"))
     shapes = [
-        (f" {other}{_junk(rng, 2)} {s}{_junk(rng, 3)}{rng.choice(('00', '0', '1'))}{_junk(rng, 2)}", "junk, digits on both sides"),
+        (f" {other}{_junk(rng, 2)} {s}{_junk(rng, 3)}{rng.choice(('00', '0', '1'))}{_junk(rng, 2)}",
+         "junk, digits on both sides"),
         (f"{_junk(rng, 3)}{s}{_junk(rng, 3)}", "junk around, no other digit"),
         (f"{s}\ufffd{other}", "N\\ufffdM"),
         (f"{other}\ufffd{s}", "M\\ufffdN"),
@@ -430,7 +438,8 @@ def fam_wrong_sentence(g: str, rng: random.Random):
     v = gold_number(s.strip("$"))
     w = fmt_number(_wrong(v, rng)) if v is not None else (fam_digit_changed(s, rng)[0] or "7")
     return rng.choice([(f"The answer is not {s}.", "not N"), (f"It is not {s}, it is {w}.", "not N, it is M"),
-                       (f"{s} is wrong, the answer is {w}.", "N is wrong, M"), (f"I think {s} is incorrect.", "N incorrect"),
+                       (f"{s} is wrong, the answer is {w}.", "N is wrong, M"),
+                       (f"I think {s} is incorrect.", "N incorrect"),
                        (f"If it were {s} we would be done, but the answer is {w}.", "if N, answer M"),
                        (f"Not {s}.", "Not N"), (f"The answer is {s}.", "right sentence"),
                        (f"So the answer is {s}.", "right sentence (so)")])
@@ -448,7 +457,8 @@ def fam_unicode(g: str, rng: random.Random):
     wrong = fam_digit_changed(s, rng)[0]
     wrong_full = "".join(chr(ord(c) + 0xFEE0) if c.isdigit() else c for c in wrong) if wrong else None
     return _choice(rng, [(full, "fullwidth"), (arab, "arabic-indic"), (zw, "zero-width space"),
-                         ("\u2212" + s[1:] if s.startswith("-") else None, "unicode minus"), (wrong_full, "fullwidth wrong digit")])
+                         ("\u2212" + s[1:] if s.startswith("-") else None, "unicode minus"),
+                         (wrong_full, "fullwidth wrong digit")])
 
 
 def _brace_group(s: str, j: int) -> int:
@@ -578,14 +588,17 @@ _MARKER_ANY = re.compile(r"answer\s*(?:is|:)\s*:?|####", re.IGNORECASE)
 _NEGATION = re.compile(r"\b(?:not|isn't|wrong|incorrect|never)\b|\bno\b", re.IGNORECASE)
 _NUMTOK = re.compile(r"\d+(?:[.,]\d+)*")
 _UNIT_WORDS = {u for u in UNITS if " " not in u and "^" not in u} | {
-    "cm", "mm", "m", "km", "kg", "g", "mg", "l", "ml", "s", "sec", "min", "h", "hr", "hrs", "mi", "ft", "in", "yd", "lb", "lbs",
-    "oz", "dollar", "cent", "hour", "minute", "second", "inch", "foot", "mile", "meter", "pound", "liter", "unit", "day",
+    "cm", "mm", "m", "km", "kg", "g", "mg", "l", "ml", "s", "sec", "min", "h", "hr", "hrs", "mi", "ft", "in", "yd",
+    "lb", "lbs",
+    "oz", "dollar", "cent", "hour", "minute", "second", "inch", "foot", "mile", "meter", "pound", "liter", "unit",
+    "day",
     "week", "weeks", "year", "years", "month", "months", "people", "students", "cookies", "points", "square", "degrees",
     "degree", "euros", "euro", "yards", "gallons", "ounces", "grams", "kilograms", "centimeters", "kilometers"}
 
 _NUM_EN = re.compile(r"[+-]?(?:\d+(?:\.\d+)?|\.\d+)")
 _NUM_EN_GROUPS = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
-_NUM_SEP_GROUPS = re.compile(r"([+-]?[1-9]\d{0,2})((?:(?: |'|\\,|\\ |\\;|\\!|,\\!|\{,\}|\u2009|\u202f)\d{3})+)([.,]\d+)?")
+_NUM_SEP_GROUPS = re.compile(r"([+-]?[1-9]\d{0,2})((?:(?: |'|\\,|\\ |\\;|\\!|,\\!|\{,\}|\u2009|\u202f)\d{3})+)"
+                             r"([.,]\d+)?")
 _NUM_EU_GROUPS = re.compile(r"[+-]?[1-9]\d{0,2}(?:\.\d{3})+(?:,\d+)?")
 _NUM_EU_DEC = re.compile(r"[+-]?\d+,\d+")
 _NUM_SCI = re.compile(r"([+-]?\d+(?:\.\d+)?)[eE]([+-]?\d{1,3})")
@@ -677,8 +690,10 @@ def _literal(t: str) -> list[tuple] | None:
 
 _TOK = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?|\.\d+)|(?P<cmd>\\[A-Za-z]+|\\[,;:! ]|\\[{}])|(?P<letter>[A-Za-z])|"
                   r"(?P<op>[-+*/^(){}\[\]!])|(?P<uni>[π√]))")
-_SKIP_CMDS = {"\\left", "\\right", "\\displaystyle", "\\,", "\\;", "\\:", "\\!", "\\ ", "\\big", "\\Big", "\\bigl", "\\bigr"}
-_FUNC_CMDS = {"\\sin": "sin", "\\cos": "cos", "\\tan": "tan", "\\sec": "sec", "\\csc": "csc", "\\cot": "cot", "\\ln": "log",
+_SKIP_CMDS = {"\\left", "\\right", "\\displaystyle", "\\,", "\\;", "\\:", "\\!", "\\ ", "\\big", "\\Big", "\\bigl",
+              "\\bigr"}
+_FUNC_CMDS = {"\\sin": "sin", "\\cos": "cos", "\\tan": "tan", "\\sec": "sec", "\\csc": "csc", "\\cot": "cot",
+              "\\ln": "log",
               "\\exp": "exp", "\\arcsin": "asin", "\\arccos": "acos", "\\arctan": "atan"}
 
 
@@ -921,7 +936,8 @@ def _expr(t: str) -> list[tuple] | None:
         return None
     if not text.strip():
         return None
-    ns = {"Rational": sympy.Rational, "sqrt": sympy.sqrt, "factorial": sympy.factorial, "root": sympy.root, "pi": sympy.pi, "oo": sympy.oo,
+    ns = {"Rational": sympy.Rational, "sqrt": sympy.sqrt, "factorial": sympy.factorial, "root": sympy.root,
+          "pi": sympy.pi, "oo": sympy.oo,
           "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "sec": sympy.sec, "csc": sympy.csc, "cot": sympy.cot,
           "log": sympy.log, "exp": sympy.exp, "asin": sympy.asin, "acos": sympy.acos, "atan": sympy.atan}
     for c in set(re.findall(r"\b[a-zA-Z]\b", text)):
@@ -959,7 +975,8 @@ def _expr(t: str) -> list[tuple] | None:
 
 def _strip_units(t: str) -> tuple[str, int]:
     """A trailing unit word or ``\\text{unit}`` (dropped) or scale word (returned as a multiplier)."""
-    m = re.fullmatch(r"(.*?\d\}?)\s*(?:\\(?:text|mbox|mathrm)\s*\{\s*([A-Za-z ]+?)\s*(?:\^\s*\{?[23]\}?)?\s*\}|([A-Za-z]+(?:\s+[A-Za-z]+)?))"
+    m = re.fullmatch(r"(.*?\d\}?)\s*(?:\\(?:text|mbox|mathrm)\s*\{\s*([A-Za-z ]+?)\s*(?:\^\s*\{?[23]\}?)?\s*\}|"
+                     r"([A-Za-z]+(?:\s+[A-Za-z]+)?))"
                      r"\s*(?:\^\s*\{?[23]\}?)?", t, re.S)
     if not m:
         return t, 1
@@ -1145,7 +1162,8 @@ def _distinct_numbers(s: str) -> set[str]:
     """The distinct numbers a text offers; a math segment, fraction or root counts as one, exponents
     and subscripts as none (``\\frac{63}{400}`` is one number, ``15 cm^2`` offers only 15)."""
     s = s.replace("\\$", " ").replace("$$", "$")
-    s = re.sub(r"\$[^$]{0,300}?\$", lambda m: " M" + str(hash(m.group(0)) % 10**9) + " " if re.search(r"\d", m.group(0)) else " ", s)
+    s = re.sub(r"\$[^$]{0,300}?\$",
+               lambda m: " M" + str(hash(m.group(0)) % 10**9) + " " if re.search(r"\d", m.group(0)) else " ", s)
     s = re.sub(r"\\[dt]?frac\s*\{[^{}]*\}\s*\{[^{}]*\}|\\sqrt\s*\{[^{}]*\}",
                lambda m: " F" + str(hash(m.group(0)) % 10**9) + " ", s)
     s = re.sub(r"[\^_]\s*(?:\{[^{}]*\}|\d)", " ", s)
@@ -1488,5 +1506,6 @@ def summary(rep: Report) -> dict:
 
 def family_table(families: Iterable[str] | None = None) -> str:
     """One line per family: its name and what it does (the first line of its docstring)."""
-    return "\n".join(f"  {name:18s} {(FAMILIES[name].__doc__ or '').strip().splitlines()[0]}" for name in (families or FAMILIES))
+    return "\n".join(f"  {name:18s} {(FAMILIES[name].__doc__ or '').strip().splitlines()[0]}"
+                     for name in (families or FAMILIES))
 

@@ -64,7 +64,8 @@ def run_one(name: str, texts: list[str], golds: list[str], hang_s: float) -> lis
     while True:
         if not parent.poll(hang_s):
             proc.kill()
-            print(f"\nHANG: {name} ran over {hang_s:g} s on\n  text={texts[current]!r}\n  gold={golds[current]!r}", flush=True)
+            print(f"\nHANG: {name} ran over {hang_s:g} s on\n  text={texts[current]!r}\n  gold={golds[current]!r}",
+                  flush=True)
             sys.exit(3)
         kind, value = parent.recv()
         if kind == "start":
@@ -73,7 +74,8 @@ def run_one(name: str, texts: list[str], golds: list[str], hang_s: float) -> lis
             lat.append(value)
         elif kind == "raised":
             proc.join()
-            print(f"\nRAISED: {name} raised {value} on\n  text={texts[current]!r}\n  gold={golds[current]!r}", flush=True)
+            print(f"\nRAISED: {name} raised {value} on\n  text={texts[current]!r}\n  gold={golds[current]!r}",
+                  flush=True)
             sys.exit(4)
         else:
             proc.join()
@@ -105,15 +107,18 @@ def differential(args) -> None:
         print(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} oracle A={r['judge_a']} "
               f"{r['why']} info={r['info']}")
     if rep.contested:
-        print(f"\nCONTESTED ({len(rep.contested)}, not counted): paid; judge A reads two different values, math-verify says equal")
+        print(f"\nCONTESTED ({len(rep.contested)}, not counted): paid; judge A reads two different values, math-verify "
+              "says equal")
         for r in rep.contested[: args.show]:
             print(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} info={r['info']}")
-    print(f"\nFALSE NEGATIVES ({len(rep.fn)}; first {args.show} per family): the oracle says equal, the reward did not pay")
+    print(f"\nFALSE NEGATIVES ({len(rep.fn)}; first {args.show} per family): the oracle says equal, the reward did not "
+          "pay")
     shown: dict[str, int] = {}
     for r in rep.fn:
         if shown.get(r["family"], 0) < args.show:
             shown[r["family"]] = shown.get(r["family"], 0) + 1
-            print(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} score={r['score']} info={r['info']}")
+            print(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} score={r['score']} "
+                  f"info={r['info']}")
     if args.json:
         from fuzz_diff import summary
 
@@ -154,7 +159,8 @@ def main() -> None:
         order = sorted(range(len(lat)), key=lat.__getitem__)
         p99 = lat[order[min(len(lat) - 1, int(0.99 * len(lat)))]]
         w = order[-1]
-        print(f"{name:22s} {len(lat):6d} {1e3 * sum(lat) / len(lat):8.3f} {1e3 * p99:8.3f} {1e3 * lat[w]:8.2f}  {texts[w][:60]!r}")
+        print(f"{name:22s} {len(lat):6d} {1e3 * sum(lat) / len(lat):8.3f} {1e3 * p99:8.3f} {1e3 * lat[w]:8.2f}  "
+              f"{texts[w][:60]!r}")
         if lat[w] > worst_overall[0]:
             worst_overall = (lat[w], name, texts[w])
     print(f"worst call: {1e3 * worst_overall[0]:.2f} ms in {worst_overall[1]} on {worst_overall[2]!r}")

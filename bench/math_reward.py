@@ -1,6 +1,7 @@
 """Benchmark: rewardlab's math reward vs math-verify on the public equivalence corpus, in one run.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/math_reward.py [--procs 2] [--corpus ../shared/bench/math_equiv_public.jsonl] [--out results.json]
+    OMP_NUM_THREADS=1 .venv/bin/python bench/math_reward.py [--procs 2] \
+        [--corpus ../shared/bench/math_equiv_public.jsonl] [--out results.json]
 
 Both sides grade every (pred, gold) row of the corpus with the same number of processes:
 

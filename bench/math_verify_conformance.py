@@ -1,6 +1,7 @@
 """Math-Verify's own test suite as a conformance table for rewardlab's math reward (issue 22).
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/math_verify_conformance.py [--file bench/data/math_verify_cases.jsonl] [--json] [--no-peer]
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/math_verify_conformance.py \
+        [--file bench/data/math_verify_cases.jsonl] [--json] [--no-peer]
 
 Reads ``bench/data/math_verify_cases.jsonl`` (made by ``bench/extract_math_verify_cases.py`` from the
 peer's ``tests/`` folder; its first line names the repository, commit and licence). No network.
@@ -103,7 +104,8 @@ def _build(v):
         import math_verify.parser
 
         name = v["__call__"]
-        cls = next(getattr(m, name) for m in (math_verify, math_verify.parser, latex2sympy2_extended) if hasattr(m, name))
+        cls = next(getattr(m, name) for m in (math_verify, math_verify.parser, latex2sympy2_extended)
+                   if hasattr(m, name))
         return cls(*[_build(a) for a in v["args"]], **{k: _build(x) for k, x in v["kwargs"].items()})
     if isinstance(v, list):
         return tuple(_build(x) for x in v)
@@ -119,7 +121,8 @@ def _mv_test_call(c: dict) -> bool:
     mv = c["mv"]
     kind = mv["kind"]
     if kind == "compare_strings":
-        targets = [LatexExtractionConfig(**mv["latex_config"]) if t == "latex" else ExprExtractionConfig(**mv["expr_config"])
+        targets = [LatexExtractionConfig(**mv["latex_config"]) if t == "latex"
+                   else ExprExtractionConfig(**mv["expr_config"])
                    for t in mv["match_types"]]
         got = verify(parse(c["gold"], targets), parse(c["pred"], targets), float_rounding=mv["precision"],
                      strict=mv["strict"], allow_set_relation_comp=mv["allow_set_relation_comp"])
@@ -255,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'file':<34} {'n':>4} {'agree':>6} {'FP':>3} {'FN':>3} | {'n':>3} {'agree':>5} {'FP':>3} {'FN':>3}")
     for f, g in summary["per_file"].items():
         m, d = g["main"], g["config_dependent"]
-        print(f"{f:<34} {m['n']:>4} {m['agree']:>6} {m['fp']:>3} {m['fn']:>3} | {d['n']:>3} {d['agree']:>5} {d['fp']:>3} {d['fn']:>3}")
+        print(f"{f:<34} {m['n']:>4} {m['agree']:>6} {m['fp']:>3} {m['fn']:>3} | {d['n']:>3} {d['agree']:>5} "
+              f"{d['fp']:>3} {d['fn']:>3}")
     for g in ("main", "config_dependent", "all"):
         c = rl[g]
         print(f"rewardlab {g:<17} {c['n']:>4} cases: FP {c['fp']:>2}  FN {c['fn']:>2}  agreement {c['agreement']:.1%}")

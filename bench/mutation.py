@@ -96,14 +96,17 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
     ("algos", "_group_index", "+ 2 if", "an extra, empty group is never indexed"),
     ("algos", "_group_index", "else 1", "only for empty input, which then returns an empty result either way"),
     ("algos", "combine_metrics", "METRIC_REDUCE.get(k,", "the 'plain' reduction is the else branch"),
-    ("algos", "combine_metrics", "total_tokens = sum(p.get(", "total_tokens is used only when no part has tokens: 0 either way"),
+    ("algos", "combine_metrics", "total_tokens = sum(p.get(",
+     "total_tokens is used only when no part has tokens: 0 either way"),
     ("algos", "combine_metrics", 'not in keys', "with tokens present, out['tokens'] already is their sum"),
     ("algos", "kl_penalty", 'rstrip("XX+XX")', "rstrip takes a set of characters; no KL name contains X"),
-    ("algos", "kl_penalty", "clamp(None, _K3_X_CLAMP)", "for x < -20 the k3 value exceeds 19, so the value clamp at 10 decides"),
+    ("algos", "kl_penalty", "clamp(None, _K3_X_CLAMP)",
+     "for x < -20 the k3 value exceeds 19, so the value clamp at 10 decides"),
     ("algos", "kl_penalty", "clamp(None, _K3_VALUE_CLAMP)", "exp(x) - x - 1 >= 0: the lower value clamp never acts"),
     ("algos", "policy_loss", "(adv <= 0)", "at A = 0 the cap -A*c is 0, equal to the token loss"),
     ("algos", "policy_loss", "adv <= 0, torch.minimum", "at A = 0 the cap -A*c is 0, equal to the token loss"),
-    ("algos", "policy_loss", "or True else loss.detach()", "without KL/entropy terms the aggregate of tok_loss is the loss"),
+    ("algos", "policy_loss", "or True else loss.detach()",
+     "without KL/entropy terms the aggregate of tok_loss is the loss"),
     ("passk", "*", 'float("NAN")', 'float("NAN") is nan'),
     ("passk", "pass_at_k", "n + c < k", "without the early return the product has the factor 1 - k/k = 0"),
     ("passk", "sign_test_p", "range(min(", "range(0, x) is range(x)"),
@@ -111,14 +114,21 @@ EQUIVALENT: list[tuple[str, str, str, str]] = [
     ("passk", "newcombe_paired_interval", "cross >= 0", "the correction of 0 is max(-n/2, 0) = 0"),
     ("passk", "newcombe_paired_interval", "max(-2.0, lo)", "lo >= l1 - u2 >= -1 since |phi| <= 1"),
     ("passk", "newcombe_paired_interval", "min(2.0, hi)", "hi <= u1 - l2 <= 1 since |phi| <= 1"),
-    ("passk", "wilson_interval", "min(2.0, centre + half)", "the Wilson upper limit is < 1 for x < n (checked to n = 3000)"),
-    ("math_values", "_vals_equal", "max(1.0, abs(nb))", "|na| and |nb| differ by ~1e-9 relative where it matters: below float resolution"),
-    ("math_values", "_vals_equal", "max(1.0, abs(na), )", "|na| and |nb| differ by ~1e-9 relative where it matters: below float resolution"),
-    ("math_values", "_vals_equal", "max(1.0, abs(lb))", "the two logs differ by ~1e-6 relative where it matters: below float resolution"),
-    ("math_values", "_vals_equal", "max(1.0, abs(la), )", "the two logs differ by ~1e-6 relative where it matters: below float resolution"),
-    ("math_values", "_vals_equal", "else +math.inf", "zero vs a finite magnitude: one infinite log; vs +-inf: both infinite; either sign"),
+    ("passk", "wilson_interval", "min(2.0, centre + half)",
+     "the Wilson upper limit is < 1 for x < n (checked to n = 3000)"),
+    ("math_values", "_vals_equal", "max(1.0, abs(nb))",
+     "|na| and |nb| differ by ~1e-9 relative where it matters: below float resolution"),
+    ("math_values", "_vals_equal", "max(1.0, abs(na), )",
+     "|na| and |nb| differ by ~1e-9 relative where it matters: below float resolution"),
+    ("math_values", "_vals_equal", "max(1.0, abs(lb))",
+     "the two logs differ by ~1e-6 relative where it matters: below float resolution"),
+    ("math_values", "_vals_equal", "max(1.0, abs(la), )",
+     "the two logs differ by ~1e-6 relative where it matters: below float resolution"),
+    ("math_values", "_vals_equal", "else +math.inf",
+     "zero vs a finite magnitude: one infinite log; vs +-inf: both infinite; either sign"),
     ("math_values", "_vals_equal", "scale != 2", "scale is 1 or 1/100; multiplying by 1 changes nothing"),
-    ("math_values", "_vals_equal", "< Fraction(1, 10 ** d)", "a d-digit decimal is never exactly 10^-d from a non-terminating fraction"),
+    ("math_values", "_vals_equal", "< Fraction(1, 10 ** d)",
+     "a d-digit decimal is never exactly 10^-d from a non-terminating fraction"),
 ]
 _ARG = re.compile(r"(,\s*)?\b(dtype|device)=[\w.]+|\.to\(None\)|\.to\([\w.]+\)")
 
@@ -304,7 +314,8 @@ def report(score: Score) -> None:
     for name in score.not_killed():
         status = score.statuses[name]
         why = score.equivalent.get(name)
-        print(f"  {status:9s} {name}" + (f"  [equivalent: {why}]" if why else "  [NEW]" if status == "survived" else ""))
+        print(f"  {status:9s} {name}"
+              + (f"  [equivalent: {why}]" if why else "  [NEW]" if status == "survived" else ""))
         for ln in score.diffs.get(name, "").splitlines():
             print(f"            {ln}")
     new = [n for n in score.not_killed() if n not in score.equivalent]
@@ -316,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("modules", nargs="*", default=list(TARGETS), help=f"any of {', '.join(TARGETS)} (default: all)")
     ap.add_argument("--max-children", type=int, default=2, help="parallel mutant workers (default 2)")
-    ap.add_argument("--whole-file", action="store_true", help="math_values: mutate every function, not only the comparison")
+    ap.add_argument("--whole-file", action="store_true",
+                    help="math_values: mutate every function, not only the comparison")
     ap.add_argument("--diffs", action="store_true", help="print full diffs of every mutant not killed")
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder (to rerun `mutmut show NAME` there)")
     ap.add_argument("--workdir", type=Path, help="scratch folder to use (default: a new temporary folder)")

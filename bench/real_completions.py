@@ -1,6 +1,7 @@
 """Benchmark: three math graders on real completions of the embedded model, labelled by eye (issue 22).
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/real_completions.py [--file tests/data/real_completions.jsonl] [--json OUT]
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/real_completions.py \
+        [--file tests/data/real_completions.jsonl] [--json OUT]
 
 Every row of ``tests/data/real_completions.jsonl`` (``id``, ``source``, ``gold``, ``completion``, ``label``,
 ``note``, ``reviewed``; how the set was made is in ``tests/test_real_completions.py``) is graded by:
@@ -92,7 +93,8 @@ def grade_lm_eval(rows: list[dict]) -> tuple[list[tuple[bool, dict]], dict]:
         pred = pred if isinstance(pred, str) else pred[0]
         em = exact_match_hf_evaluate(predictions=[pred], references=[str(r["gold"])], **em_kwargs)["exact_match"]
         out.append((bool(em == 1.0), {"pred": pred}))
-    meta = {"version": lm_eval.__version__, "yaml": cfg["_path"], "filter": chain, "exact_match": em_kwargs, "until": until}
+    meta = {"version": lm_eval.__version__, "yaml": cfg["_path"], "filter": chain, "exact_match": em_kwargs,
+            "until": until}
     return out, meta
 
 
@@ -152,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     res = grade_all(rows, peers=not args.no_peers)
     if "lm-eval" in res["meta"]:
         m = res["meta"]["lm-eval"]
-        print(f"  lm-eval {m['version']}: {m['yaml']}: filter {m['filter']}, exact_match {m['exact_match']}, until {m['until']}")
+        print(f"  lm-eval {m['version']}: {m['yaml']}: filter {m['filter']}, exact_match {m['exact_match']}, until "
+              f"{m['until']}")
     print()
     print(f"{'grader':<26} {'FP':>4} {'FP rate':>8} {'FN':>4} {'FN rate':>8} {'paid':>5} {'time s':>7}")
     summary = {}

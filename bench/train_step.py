@@ -9,7 +9,8 @@ thread count. Each runs ``--steps`` steps; the median of the steps after ``--war
     .venv/bin/python bench/train_step.py                      # defaults: 8 prompts x 8, 64 tokens
     .venv/bin/python bench/train_step.py --steps 8 --threads 1 --json out.json
 
-Prints both figures, each trainer's phase times (generate, reward, update) and the ratio (rewardlab / TRL; below 1 means rewardlab is faster), as wall
+Prints both figures, each trainer's phase times (generate, reward, update) and the ratio (rewardlab / TRL; below 1 means
+rewardlab is faster), as wall
 seconds and as CPU seconds of the training process (the fair figure on a machine shared with other
 jobs; reward scoring is negligible here).
 """
@@ -134,7 +135,8 @@ def run_trl(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float
     TRL_PHASES.clear()
     for key in ("time/generate", "time/reward"):
         TRL_PHASES[key] = [row[key] for row in phase_rows]
-    TRL_PHASES["time/update"] = [t - g - r for t, g, r in zip(steps, TRL_PHASES["time/generate"], TRL_PHASES["time/reward"])]
+    TRL_PHASES["time/update"] = [t - g - r for t, g, r in zip(steps, TRL_PHASES["time/generate"],
+                                                              TRL_PHASES["time/reward"])]
     return steps
 
 
