@@ -169,7 +169,8 @@ class DroppingServer:
                 except OSError:
                     pass
                 if self.mode == "truncate":
-                    conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{\"choi")
+                    conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{"
+                                 b"\"choi")
             finally:
                 conn.close()
 

@@ -71,7 +71,8 @@ def test_trl_chat_completions():
     assert fn.__name__ == "boxed"
     completions = [
         [{"role": "assistant", "content": r"it is \boxed{4}"}],
-        [{"role": "assistant", "content": [{"type": "text", "text": r"\boxed{4}"}, {"type": "text", "text": r"\boxed{5}"}]}],
+        [{"role": "assistant", "content": [{"type": "text", "text": r"\boxed{4}"},
+                                           {"type": "text", "text": r"\boxed{5}"}]}],
         [{"role": "assistant", "content": "no box"}],
     ]
     prompts = [[{"role": "user", "content": "2+2?"}]] * 3
@@ -90,7 +91,8 @@ def test_trl_reference_column_choice_and_meta():
     assert "trainer_state" not in meta and "answer" not in meta
     explicit = as_trl(seen_meta, reference_key="solution").score(["p"], ["c"], None, solution=["S"], answer=["A"])
     assert explicit[0].info["reference"] == "S"
-    code = as_trl(seen_meta, reference_key="tests").score(["p"], ["c"], None, tests=['{"inputs": ["1"], "outputs": ["2"]}'])
+    code = as_trl(seen_meta, reference_key="tests").score(["p"], ["c"], None,
+                                                          tests=['{"inputs": ["1"], "outputs": ["2"]}'])
     assert code[0].info["reference"] == {"cases": [{"stdin": "1", "stdout": "2"}]}
     with pytest.raises(RewardlabError, match="not found"):
         as_trl(seen_meta, reference_key="gold")(prompts=["p"], completions=["c"], answer=["A"])
@@ -147,7 +149,8 @@ def test_trl_registry_name_pickle_and_async():
     # the slow test_adapters_trl.py, which imports trl.
 
     async def run():
-        return await afn(prompts=["p", "p"], completions=[r"\boxed{1}", "x"], completion_ids=None, log_metric=lambda *a: None)
+        return await afn(prompts=["p", "p"], completions=[r"\boxed{1}", "x"], completion_ids=None,
+                         log_metric=lambda *a: None)
 
     assert asyncio.run(run()) == [1.0, 0.0]
     assert pickle.loads(pickle.dumps(afn)).__name__ == "one_answer"
@@ -167,7 +170,8 @@ def test_completion_text_forms():
     assert completion_text("x") == "x"
     assert completion_text(None) == ""
     assert completion_text({"role": "assistant", "content": "y"}) == "y"
-    msgs = [{"role": "assistant", "content": "a"}, {"role": "tool", "content": "T"}, {"role": "assistant", "content": "b"}]
+    msgs = [{"role": "assistant", "content": "a"}, {"role": "tool", "content": "T"},
+            {"role": "assistant", "content": "b"}]
     assert completion_text(msgs) == "ab"
     assert completion_text([{"content": "u"}]) == "u"
 
@@ -181,7 +185,8 @@ def test_verl_routing():
     assert verl.route("HuggingFaceH4/MATH-500") == "math"
     assert verl.route("lighteval/MATH") == "math"
     assert verl.route("aime_2024") == "math"
-    for code_source in ["codecontests", "apps", "taco", "openai_humaneval", "livecodebench/code_generation", "PrimeIntellect/verifiable-coding"]:
+    for code_source in ["codecontests", "apps", "taco", "openai_humaneval", "livecodebench/code_generation",
+                        "PrimeIntellect/verifiable-coding"]:
         assert verl.route(code_source) == "code", code_source
     assert verl.route("my_private_set", {"inputs": ["1"], "outputs": ["2"]}) == "code"  # by shape
     assert verl.route("my_private_set", "42") == "math"
@@ -253,7 +258,8 @@ RESERVED = ["reference", "completion", "reward", "deadline", "wall_cap", "self",
 @pytest.mark.parametrize("key", RESERVED)
 def test_verl_extra_info_named_like_a_parameter_is_graded(key):
     extra_info = {key: "user value", "index": 0}
-    d = verl.compute_score("openai/gsm8k", "so 72", "72", extra_info, reward="test_adapters.seen_meta", return_info=True)
+    d = verl.compute_score("openai/gsm8k", "so 72", "72", extra_info, reward="test_adapters.seen_meta",
+                           return_info=True)
     assert d["graded"] == 1.0 and d["status"] == "ok", d
     got = verl.compute_score("openai/gsm8k", "so 72", "72", extra_info, reward="test_adapters.exact")
     assert got == {"score": 1.0, "acc": 1.0, "graded": 1.0}
@@ -328,7 +334,8 @@ def test_verl_batch_manager_convention():
     )
     assert [s["score"] for s in no_extras] == [1.0, 1.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="lengths differ"):
-        verl.compute_score_batch(data_sources=data_sources, solution_strs=[], ground_truths=ground_truths, extra_infos=extras)
+        verl.compute_score_batch(data_sources=data_sources, solution_strs=[], ground_truths=ground_truths,
+                                 extra_infos=extras)
 
 
 @pytest.mark.skipif(not HAS_MATH, reason="math reward not available yet")
@@ -391,7 +398,8 @@ def test_openrlhf_ungraded_and_non_finite():
     def inf_reward(completion, reference, **meta):
         return RewardResult(math.inf, {})
 
-    payload = openrlhf.rewards_payload([RewardResult(None, {"status": "timeout"}), inf_reward("", None), RewardResult(2.0, {})])
+    payload = openrlhf.rewards_payload([RewardResult(None, {"status": "timeout"}), inf_reward("", None),
+                                        RewardResult(2.0, {})])
     assert payload["rewards"] == [0.0, 0.0, 2.0]
     assert payload["extra_logs"]["graded"] == [0.0, 0.0, 1.0]
 

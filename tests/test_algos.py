@@ -205,7 +205,8 @@ def test_gspo_log_ratio_clamped_at_10_from_above():
     lp = torch.tensor([[15.0, 15.0], [-30.0, -30.0]], dtype=F64, requires_grad=True)
     old = torch.zeros(2, 2, dtype=F64)
     adv = torch.tensor([-1.0, 1.0], dtype=F64)  # both rows take the unclipped branch
-    loss, m = algos.policy_loss(lp, old, adv, torch.ones(2, 2), loss_algo(ratio="sequence", eps_low=3e-4, eps_high=4e-4, agg="token-sum"))
+    loss, m = algos.policy_loss(lp, old, adv, torch.ones(2, 2),
+                                loss_algo(ratio="sequence", eps_low=3e-4, eps_high=4e-4, agg="token-sum"))
     assert float(m["ratio/max"]) == pytest.approx(math.exp(10))
     assert float(m["ratio/min"]) == pytest.approx(math.exp(-30))  # no lower clamp on the sequence ratio
     assert float(loss.detach()) == pytest.approx(2 * math.exp(10) - 2 * math.exp(-30))
@@ -218,7 +219,9 @@ def test_gspo_gradient_is_the_sequence_level_gradient():
     """GSPO-token form: with A constant over the sequence, d loss / d lp[i,t] = -A_i s_i / n_i / B_eff."""
     batch = make_batch(empty_rows=())
     lp = batch["logp"].clone().requires_grad_()
-    loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"], loss_algo(ratio="sequence", eps_low=10.0 ** -9, eps_high=1e9, agg="seq-mean-token-mean"))
+    loss, _ = algos.policy_loss(lp, batch["old"], batch["adv"], batch["mask"],
+                                loss_algo(ratio="sequence", eps_low=10.0 ** -9, eps_high=1e9,
+                                          agg="seq-mean-token-mean"))
     (g,) = torch.autograd.grad(loss, lp)
     s = torch.exp(algos.sequence_log_ratio(batch["logp"], batch["old"], batch["mask"]))  # (B,)
     n = batch["mask"].sum(-1)  # (B,)
@@ -532,9 +535,11 @@ def test_validate_algo_defaults_are_valid():
     ("clip_ratio_c", 1.0, "clip_ratio_c (dual clip) must be > 1 or None, got 1.0"),
     ("agg", "mean", "unknown agg 'mean'; choose one of: token-mean, seq-mean-token-mean, seq-mean-token-sum, "
                     "seq-mean-token-sum-norm, token-sum"),
-    ("kl", ["k3"], "unknown kl ['k3']; choose one of: k1, k2, k3, abs, k1+, k2+, k3+, abs+"),  # not a string: no alias lookup
+    # not a string: no alias lookup
+    ("kl", ["k3"], "unknown kl ['k3']; choose one of: k1, k2, k3, abs, k1+, k2+, k3+, abs+"),
     ("ratio", "seq", "unknown ratio 'seq'; choose one of: token, sequence"),
-    ("advantage", "z", "unknown advantage 'z'; choose one of: std, none, rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg, gae"),
+    ("advantage", "z", "unknown advantage 'z'; choose one of: std, none, rloo, reinforce_pp, reinforce_pp_baseline, "
+     "opo, grpo_passk, remax, gpg, gae"),
     ("overlong", 1, "overlong must be true or false, got 1"),
 ])
 def test_validate_algo_messages(field, value, message):
@@ -577,7 +582,8 @@ def test_policy_loss_messages_name_the_argument():
         with pytest.raises(algos.AlgoError) as info:
             loss_with(lp, lp, torch.zeros(2), torch.ones(2, 3), **kwargs)
         assert str(info.value).startswith(message), (kwargs, str(info.value))
-    for old, mask, message in ((torch.zeros(2, 4), torch.ones(2, 3), "old_logp must have logp's shape (2, 3), got (2, 4)"),
+    for old, mask, message in ((torch.zeros(2, 4), torch.ones(2, 3),
+                                "old_logp must have logp's shape (2, 3), got (2, 4)"),
                                (lp, torch.ones(3, 3), "mask must have logp's shape (2, 3), got (3, 3)")):
         with pytest.raises(algos.AlgoError) as info:
             algos.policy_loss(lp, old, torch.zeros(2), mask, loss_algo())
@@ -634,7 +640,8 @@ def test_clip_fractions_count_strictly_outside_the_range():
 def test_dual_clip_fraction_counts_only_tokens_above_the_cap():
     c = math.e  # the ratio exp(1) equals the cap exactly: the loss is at the cap, not above it
     lp = torch.tensor([[1.0, 1.5]], dtype=F64)
-    loss, m = algos.policy_loss(lp, torch.zeros(1, 2, dtype=F64), torch.tensor([-1.0]), torch.ones(1, 2), loss_algo(clip_ratio_c=c, eps_high=0.28, agg="token-sum"))
+    loss, m = algos.policy_loss(lp, torch.zeros(1, 2, dtype=F64), torch.tensor([-1.0]), torch.ones(1, 2),
+                                loss_algo(clip_ratio_c=c, eps_high=0.28, agg="token-sum"))
     assert float(m["dual_clip_frac"]) == 0.5  # only the second token (e^1.5 > e) is capped
     assert float(loss) == pytest.approx(2 * math.e)
 

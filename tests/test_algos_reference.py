@@ -100,7 +100,10 @@ AGG_CASES = [
 def test_clipped_loss_dual_clip(c, key, agg, max_len):
     case = REF["ppo_vanilla"][f"clip_ratio_c={c}"][key]
     lp = t(INP["log_prob"]).requires_grad_()
-    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), _advantages(), MASK, loss_algo(eps_low=REF["ppo_vanilla"]["clip_ratio_low"], eps_high=REF["ppo_vanilla"]["clip_ratio_high"], clip_ratio_c=c, agg=agg), max_len=max_len)
+    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), _advantages(), MASK,
+                                      loss_algo(eps_low=REF["ppo_vanilla"]["clip_ratio_low"],
+                                                eps_high=REF["ppo_vanilla"]["clip_ratio_high"], clip_ratio_c=c,
+                                                agg=agg), max_len=max_len)
     assert loss.dtype == F64
     (grad,) = torch.autograd.grad(loss, lp)
     _check(case, loss, metrics, grad)
@@ -112,7 +115,8 @@ def test_clipped_loss_advantages_per_token_form():
     """The (B, T) advantages of the fixture give the same result as our (B,) ones."""
     case = REF["ppo_vanilla"]["clip_ratio_c=3.0"]["token-mean"]
     lp = t(INP["log_prob"]).requires_grad_()
-    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), t(REF["grpo"]["norm_adv_by_std"]["advantages"]), MASK, loss_algo(eps_low=0.2, eps_high=0.28, clip_ratio_c=3.0, agg="token-mean"))
+    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), t(REF["grpo"]["norm_adv_by_std"]["advantages"]), MASK,
+                                      loss_algo(eps_low=0.2, eps_high=0.28, clip_ratio_c=3.0, agg="token-mean"))
     (grad,) = torch.autograd.grad(loss, lp)
     _check(case, loss, metrics, grad)
 
@@ -120,7 +124,8 @@ def test_clipped_loss_advantages_per_token_form():
 def test_clipped_loss_symmetric():
     case = REF["ppo_vanilla"]["symmetric_0.2_token-mean"]
     lp = t(INP["log_prob"]).requires_grad_()
-    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), _advantages(), MASK, loss_algo(eps_low=0.2, eps_high=0.2, clip_ratio_c=3.0, agg="token-mean"))
+    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), _advantages(), MASK,
+                                      loss_algo(eps_low=0.2, eps_high=0.2, clip_ratio_c=3.0, agg="token-mean"))
     (grad,) = torch.autograd.grad(loss, lp)
     _check(case, loss, metrics, grad)
 
@@ -133,7 +138,9 @@ def test_gspo(inputs, agg):
     lp = t(INP[inputs]).requires_grad_()
     old = t(INP["old_log_prob"])
     close(torch.exp(algos.sequence_log_ratio(lp, old, MASK)), block["seq_ratio_s_i"])
-    loss, metrics = algos.policy_loss(lp, old, _advantages(), MASK, loss_algo(ratio="sequence", eps_low=REF["gspo"]["clip_ratio_low"], eps_high=REF["gspo"]["clip_ratio_high"], agg=agg))
+    loss, metrics = algos.policy_loss(lp, old, _advantages(), MASK,
+                                      loss_algo(ratio="sequence", eps_low=REF["gspo"]["clip_ratio_low"],
+                                                eps_high=REF["gspo"]["clip_ratio_high"], agg=agg))
     (grad,) = torch.autograd.grad(loss, lp)
     _check(case, loss, metrics, grad)
     # the per-token ratio of the GSPO-token form carries s_i on every response token
@@ -161,7 +168,8 @@ def test_kl_inside_policy_loss(kind):
     case = REF["kl"][kind]
     lp = t(INP["log_prob"]).requires_grad_()
     zeros = torch.zeros(INP["B"], dtype=F64)
-    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), zeros, MASK, loss_algo(agg="token-mean", beta=1.0, kl=kind), ref_logp=t(INP["ref_log_prob"]))
+    loss, metrics = algos.policy_loss(lp, t(INP["old_log_prob"]), zeros, MASK,
+                                      loss_algo(agg="token-mean", beta=1.0, kl=kind), ref_logp=t(INP["ref_log_prob"]))
     close(loss, case["token_mean"])
     close(metrics["kl_ref"], case["token_mean"])
     (grad,) = torch.autograd.grad(loss, lp)

@@ -87,7 +87,8 @@ MODES = {"exact": EXACT, "whitespace": WHITESPACE, "tokens": TOKENS, "float": FL
          "unordered_tokens": UNORDERED_TOKENS, "unordered_lines": UNORDERED_LINES}
 
 
-@pytest.mark.parametrize("mode,actual,expected,ok,kw", [pytest.param(m, *r.values) for m, rows in MODES.items() for r in rows])
+@pytest.mark.parametrize("mode,actual,expected,ok,kw",
+                         [pytest.param(m, *r.values) for m, rows in MODES.items() for r in rows])
 def test_comparison_mode_verdicts(mode, actual, expected, ok, kw):
     assert compare_output(actual, expected, mode, **kw)[0] is ok
 
@@ -129,7 +130,8 @@ CPP_CHECKER = {"language": "cpp", "code": (
     "#include <cstdio>\n#include <fstream>\n"
     "int main(int c, char** v) { std::ifstream in(v[1]), out(v[2]); long n, a = 0, b = 0;\n"
     "  in >> n; if (!(out >> a >> b)) { std::fprintf(stderr, \"need two numbers\\n\"); return 2; }\n"
-    "  if (a > 0 && b > 0 && a * b == n) return 0; std::fprintf(stderr, \"%ld*%ld != %ld\\n\", a, b, n); return 1; }\n")}
+    "  if (a > 0 && b > 0 && a * b == n) return 0; std::fprintf(stderr, \"%ld*%ld != %ld\\n\", a, b, n); return 1; }"
+    "\n")}
 FACTOR = {"cases": [{"stdin": "12\n", "stdout": "3 4\n"}, {"stdin": "7\n", "stdout": "1 7\n"}]}
 GOOD = "```python\nn = int(input())\nprint(1, n)\n```"             # another valid answer than the expected one
 BAD = "```python\nn = int(input())\nprint(2, n // 2)\n```"          # wrong for odd n (test 1)
@@ -143,7 +145,8 @@ CHECKER_ROWS = [
     pytest.param(BAD, dict(FACTOR, checker=PY_CHECKER), 0.0, "fail", "test 1: fail: checker: wrong answer: 2*3 != 7",
                  id="py_checker_wrong_answer"),
     # ... exit 2 is a presentation error: a rejection too
-    pytest.param(JUNK, dict(FACTOR, checker=PY_CHECKER), 0.0, "fail", "presentation error", id="py_checker_presentation"),
+    pytest.param(JUNK, dict(FACTOR, checker=PY_CHECKER), 0.0, "fail", "presentation error",
+                 id="py_checker_presentation"),
     # a compiled C++ checker, compiled once in the sandbox and cached
     pytest.param(GOOD, dict(FACTOR, checker=CPP_CHECKER), 1.0, "pass", None, id="cpp_checker_accepts"),
     pytest.param(BAD, dict(FACTOR, checker=CPP_CHECKER), 0.0, "fail", "2*3 != 7", id="cpp_checker_rejects"),

@@ -70,7 +70,8 @@ def test_builtin_task_references_pass_and_planted_wrong_fail(lang):
             assert (r.score, r.info["sandbox_status"]) == (1.0, "pass"), (row["id"], r.info)
         else:
             assert (r.score, r.info["status"], r.info["sandbox_status"]) == (0.0, "ok", "fail"), (row["id"], r.info)
-            assert isinstance(r.info["failed_test"], int) and r.info["error"].startswith(f"test {r.info['failed_test']}: fail")
+            assert (isinstance(r.info["failed_test"], int)
+                    and r.info["error"].startswith(f"test {r.info['failed_test']}: fail"))
 
 
 def test_builtin_task_through_score_batch():
@@ -133,9 +134,11 @@ def test_compile_has_its_own_time_limit():
     recursion that takes far longer than 1 s to instantiate)."""
     need("cpp")
     src = ("template<int N> struct F { static const long v = F<N-1>::v + F<N-2>::v; };\n"
-           "template<> struct F<1> { static const long v = 1; };\ntemplate<> struct F<0> { static const long v = 0; };\n"
+           "template<> struct F<1> { static const long v = 1; };\ntemplate<> struct F<0> { static const long v = 0; };"
+           "\n"
            "#include <cstdio>\nint main() { std::printf(\"%ld\\n\", F<40>::v); }\n"
-           "template<int D> struct Deep { typedef typename Deep<D-1>::T T; };\ntemplate<> struct Deep<0> { typedef int T; };\n"
+           "template<int D> struct Deep { typedef typename Deep<D-1>::T T; };\ntemplate<> struct Deep<0> { typedef int "
+           "T; };\n"
            "Deep<100000>::T dummy;\n")
     r = code_reward(fence("cpp", src), {"cases": [{"stdin": "", "stdout": "0\n"}], "compile_timeout": 1})
     assert (r.score, r.info["status"]) == (0.0, "compile_error"), r.info
@@ -184,102 +187,151 @@ ATTACKS = [
      {"timeout", "crash", "error"}),
     ("rust", "fork_bomb", "extern \"C\" { fn fork() -> i32; }\nfn main(){ loop { unsafe { fork(); } } }\n",
      {"timeout", "crash", "error"}),
-    ("javascript", "fork_bomb", "const cp=require('child_process');for(;;){try{cp.spawn('/usr/bin/sleep',['100'])}catch(e){}}\n",
+    ("javascript", "fork_bomb", "const cp=require('child_process');for(;;){try{cp.spawn('/usr/bin/sleep',['100'])"
+     "}catch(e){}}\n",
      {"timeout", "crash", "error", "memory"}),
-    ("java", "fork_bomb", "public class Main{public static void main(String[] a)throws Exception{for(;;){try{new ProcessBuilder(\"/usr/bin/sleep\",\"100\").start();}catch(Exception e){}}}}\n",
+    ("java", "fork_bomb", "public class Main{public static void main(String[] a)throws Exception{for(;;){try{new "
+     "ProcessBuilder(\"/usr/bin/sleep\",\"100\").start();}catch(Exception e){}}}}\n",
      {"timeout", "crash", "error", "memory"}),
     # memory bombs: touched memory until 3 GiB (RLIMIT_AS / the job's RSS cap / the JVM's -Xmx; touching
     # ~1 GiB on a loaded machine may outlast the 2 s wall clock first: a timeout is contained too)
-    ("c", "memory_bomb", "#include <stdlib.h>\n#include <string.h>\nint main(void){for(int i=0;i<48;i++){char*p=malloc(64<<20);if(!p)return 3;memset(p,1,64<<20);}return 0;}\n",
+    ("c", "memory_bomb", "#include <stdlib.h>\n#include <string.h>\nint main(void){for(int i=0;i<48;i++)"
+     "{char*p=malloc(64<<20);if(!p)return 3;memset(p,1,64<<20);}return 0;}\n",
      {"error", "crash", "memory", "timeout"}),
-    ("cpp", "memory_bomb", "#include <vector>\nint main(){std::vector<std::vector<char>> v;for(int i=0;i<48;i++)v.emplace_back(64<<20,1);}\n",
+    ("cpp", "memory_bomb", "#include <vector>\nint main(){std::vector<std::vector<char>> v;for(int i=0;i<48;i++)"
+     "v.emplace_back(64<<20,1);}\n",
      {"error", "crash", "memory", "timeout"}),
-    ("java", "memory_bomb", "import java.util.*;public class Main{public static void main(String[] a){List<byte[]> l=new ArrayList<>();for(int i=0;i<48;i++)l.add(new byte[64<<20]);}}\n",
+    ("java", "memory_bomb", "import java.util.*;public class Main{public static void main(String[] a){List<byte[]> "
+     "l=new ArrayList<>();for(int i=0;i<48;i++)l.add(new byte[64<<20]);}}\n",
      {"error", "crash", "memory", "timeout"}),
-    ("javascript", "memory_bomb", "const a=[];for(let i=0;i<48;i++){a.push(Buffer.alloc(64<<20,1));}\n", {"error", "crash", "memory", "timeout"}),
-    ("go", "memory_bomb", "package main\nfunc main(){var l [][]byte;for i:=0;i<48;i++{b:=make([]byte,64<<20);for j:=range b{b[j]=1};l=append(l,b)}}\n",
+    ("javascript", "memory_bomb", "const a=[];for(let i=0;i<48;i++){a.push(Buffer.alloc(64<<20,1));}\n",
      {"error", "crash", "memory", "timeout"}),
-    ("rust", "memory_bomb", "fn main(){let mut l=Vec::new();for _ in 0..48{l.push(vec![1u8;64<<20]);}println!(\"{}\",l.len());}\n",
+    ("go", "memory_bomb", "package main\nfunc main(){var l [][]byte;for i:=0;i<48;i++{b:=make([]byte,64<<20);for "
+     "j:=range b{b[j]=1};l=append(l,b)}}\n",
      {"error", "crash", "memory", "timeout"}),
-    ("bash", "memory_bomb", "x=a; for i in $(seq 32); do x=$x$x; done; echo ${#x}\n", {"error", "crash", "memory", "fail", "timeout"}),
+    ("rust", "memory_bomb", "fn main(){let mut l=Vec::new();for _ in 0..48{l.push(vec![1u8;64<<20]);}println!(\"{}\","
+     "l.len());}\n",
+     {"error", "crash", "memory", "timeout"}),
+    ("bash", "memory_bomb", "x=a; for i in $(seq 32); do x=$x$x; done; echo ${#x}\n",
+     {"error", "crash", "memory", "fail", "timeout"}),
     # writing outside the scratch dir (the marker must not appear on the host)
-    ("c", "write_outside", f"#include <stdio.h>\nint main(void){{FILE*f=fopen(\"{MARK}\",\"w\");if(f){{fputs(\"x\",f);fclose(f);}}puts(\"5\");return 0;}}\n",
+    ("c", "write_outside", f"#include <stdio.h>\nint main(void){{FILE*f=fopen(\"{MARK}\",\"w\");if(f){{fputs(\"x\",f);"
+     f"fclose(f);}}puts(\"5\");return 0;}}\n",
      {"pass_if_no_file"}),
     ("bash", "write_outside", f"echo x > {MARK}\necho 5\n", {"pass_if_no_file"}),
-    ("javascript", "write_outside", f"try{{require('fs').writeFileSync('{MARK}','x')}}catch(e){{}}\nconsole.log(5)\n", {"pass_if_no_file"}),
-    ("java", "write_outside", f"public class Main{{public static void main(String[] a){{try{{java.nio.file.Files.writeString(java.nio.file.Path.of(\"{MARK}\"),\"x\");}}catch(Exception e){{}}System.out.println(5);}}}}\n",
+    ("javascript", "write_outside", f"try{{require('fs').writeFileSync('{MARK}','x')}}catch(e){{}}\nconsole.log(5)\n",
      {"pass_if_no_file"}),
-    ("go", "write_outside", f"package main\nimport (\"fmt\";\"os\")\nfunc main(){{os.WriteFile(\"{MARK}\",[]byte(\"x\"),0644);fmt.Println(5)}}\n", {"pass_if_no_file"}),
-    ("rust", "write_outside", f"fn main(){{let _=std::fs::write(\"{MARK}\",\"x\");println!(\"5\");}}\n", {"pass_if_no_file"}),
-    ("cpp", "write_outside", f"#include <fstream>\n#include <iostream>\nint main(){{std::ofstream f(\"{MARK}\");f<<\"x\";std::cout<<5<<std::endl;}}\n", {"pass_if_no_file"}),
+    ("java", "write_outside", f"public class Main{{public static void main(String[] a)"
+     f"{{try{{java.nio.file.Files.writeString(java.nio.file.Path.of(\"{MARK}\"),\"x\");}}catch(Exception e)"
+     f"{{}}System.out.println(5);}}}}\n",
+     {"pass_if_no_file"}),
+    ("go", "write_outside", f"package main\nimport (\"fmt\";\"os\")\nfunc main(){{os.WriteFile(\"{MARK}\",[]byte(\"x\")"
+     f",0644);fmt.Println(5)}}\n", {"pass_if_no_file"}),
+    ("rust", "write_outside", f"fn main(){{let _=std::fs::write(\"{MARK}\",\"x\");println!(\"5\");}}\n",
+     {"pass_if_no_file"}),
+    ("cpp", "write_outside", f"#include <fstream>\n#include <iostream>\nint main(){{std::ofstream f(\"{MARK}\");f<<\"x"
+     f"\";std::cout<<5<<std::endl;}}\n", {"pass_if_no_file"}),
     # network: connect to a listener of the test on 127.0.0.1 (prints 5 only if it got through)
     ("bash", "network", "exec 3<>/dev/tcp/127.0.0.1/{port} && echo 5\n", {"fail", "error"}),
-    ("c", "network", "#include <stdio.h>\n#include <sys/socket.h>\n#include <netinet/in.h>\n#include <arpa/inet.h>\nint main(void){int s=socket(AF_INET,SOCK_STREAM,0);struct sockaddr_in a={0};a.sin_family=AF_INET;a.sin_port=htons({port});a.sin_addr.s_addr=inet_addr(\"127.0.0.1\");if(s>=0&&connect(s,(void*)&a,sizeof a)==0)puts(\"5\");return 0;}\n",
+    ("c", "network", "#include <stdio.h>\n#include <sys/socket.h>\n#include <netinet/in.h>\n#include <arpa/inet.h>\n"
+     "int main(void){int s=socket(AF_INET,SOCK_STREAM,0);struct sockaddr_in a={0};a.sin_family=AF_INET;"
+     "a.sin_port=htons({port});a.sin_addr.s_addr=inet_addr(\"127.0.0.1\");if(s>=0&&connect(s,(void*)&a,sizeof a)==0)"
+     "puts(\"5\");return 0;}\n",
      {"fail", "error"}),
-    ("javascript", "network", "const s=require('net').connect({port},'127.0.0.1',()=>{console.log(5);process.exit(0)});s.on('error',()=>process.exit(0));\n",
+    ("javascript", "network", "const s=require('net').connect({port},'127.0.0.1',()=>{console.log(5);process.exit(0)});"
+     "s.on('error',()=>process.exit(0));\n",
      {"fail", "error", "crash"}),
-    ("go", "network", "package main\nimport (\"fmt\";\"net\")\nfunc main(){if _,err:=net.Dial(\"tcp\",\"127.0.0.1:{port}\");err==nil{fmt.Println(5)}}\n", {"fail", "error"}),
-    ("rust", "network", "fn main(){if std::net::TcpStream::connect(\"127.0.0.1:{port}\").is_ok(){println!(\"5\");}}\n", {"fail", "error"}),
-    ("java", "network", "public class Main{public static void main(String[] a){try{new java.net.Socket(\"127.0.0.1\",{port});System.out.println(5);}catch(Exception e){}}}\n",
+    ("go", "network", "package main\nimport (\"fmt\";\"net\")\nfunc main(){if _,err:=net.Dial(\"tcp\","
+     "\"127.0.0.1:{port}\");err==nil{fmt.Println(5)}}\n", {"fail", "error"}),
+    ("rust", "network", "fn main(){if std::net::TcpStream::connect(\"127.0.0.1:{port}\").is_ok(){println!(\"5\");}}\n",
+     {"fail", "error"}),
+    ("java", "network", "public class Main{public static void main(String[] a){try{new java.net.Socket(\"127.0.0.1\","
+     "{port});System.out.println(5);}catch(Exception e){}}}\n",
      {"fail", "error"}),
     # the parent's environment: prints 5 only if the trainer's secret is visible
-    ("bash", "read_parent_env", "[ -n \"$REWARDLAB_TEST_SECRET\" ] && echo 5; tr '\\0' '\\n' < /proc/$PPID/environ 2>/dev/null | grep -q REWARDLAB_TEST_SECRET && echo 5\n",
+    ("bash", "read_parent_env", "[ -n \"$REWARDLAB_TEST_SECRET\" ] && echo 5; tr '\\0' '\\n' < /proc/$PPID/environ "
+     "2>/dev/null | grep -q REWARDLAB_TEST_SECRET && echo 5\n",
      {"fail", "error"}),
-    ("c", "read_parent_env", "#include <stdio.h>\n#include <stdlib.h>\nint main(void){if(getenv(\"REWARDLAB_TEST_SECRET\"))puts(\"5\");return 0;}\n", {"fail", "error"}),
+    ("c", "read_parent_env", "#include <stdio.h>\n#include <stdlib.h>\nint main(void){if(getenv(\"REWARDLAB_TEST_SECRET"
+     "\"))puts(\"5\");return 0;}\n", {"fail", "error"}),
     ("javascript", "read_parent_env", "if(process.env.REWARDLAB_TEST_SECRET)console.log(5)\n", {"fail", "error"}),
-    ("java", "read_parent_env", "public class Main{public static void main(String[] a){if(System.getenv(\"REWARDLAB_TEST_SECRET\")!=null)System.out.println(5);}}\n",
+    ("java", "read_parent_env", "public class Main{public static void main(String[] a){if(System.getenv("
+     "\"REWARDLAB_TEST_SECRET\")!=null)System.out.println(5);}}\n",
      {"fail", "error"}),
-    ("go", "read_parent_env", "package main\nimport (\"fmt\";\"os\")\nfunc main(){if os.Getenv(\"REWARDLAB_TEST_SECRET\")!=\"\"{fmt.Println(5)}}\n", {"fail", "error"}),
-    ("rust", "read_parent_env", "fn main(){if std::env::var(\"REWARDLAB_TEST_SECRET\").is_ok(){println!(\"5\");}}\n", {"fail", "error"}),
+    ("go", "read_parent_env", "package main\nimport (\"fmt\";\"os\")\nfunc main(){if os.Getenv(\"REWARDLAB_TEST_SECRET"
+     "\")!=\"\"{fmt.Println(5)}}\n", {"fail", "error"}),
+    ("rust", "read_parent_env", "fn main(){if std::env::var(\"REWARDLAB_TEST_SECRET\").is_ok(){println!(\"5\");}}\n",
+     {"fail", "error"}),
     # kill the parent (and everything it may reach): the caller must survive
     ("bash", "kill_parent", "kill -9 $PPID; kill -9 -1; kill -9 {pid}; echo 4\n", {"fail", "error", "crash"}),
-    ("c", "kill_parent", "#include <signal.h>\n#include <unistd.h>\n#include <stdio.h>\nint main(void){kill(getppid(),9);kill(-1,9);kill({pid},9);puts(\"4\");return 0;}\n",
+    ("c", "kill_parent", "#include <signal.h>\n#include <unistd.h>\n#include <stdio.h>\nint main(void){kill(getppid(),"
+     "9);kill(-1,9);kill({pid},9);puts(\"4\");return 0;}\n",
      {"fail", "error", "crash"}),
-    ("go", "kill_parent", "package main\nimport (\"fmt\";\"syscall\")\nfunc main(){syscall.Kill(syscall.Getppid(),9);syscall.Kill(-1,9);syscall.Kill({pid},9);fmt.Println(4)}\n",
+    ("go", "kill_parent", "package main\nimport (\"fmt\";\"syscall\")\nfunc main(){syscall.Kill(syscall.Getppid(),9);"
+     "syscall.Kill(-1,9);syscall.Kill({pid},9);fmt.Println(4)}\n",
      {"fail", "error", "crash"}),
-    ("javascript", "kill_parent", "for(const p of [process.ppid,-1,{pid}]){try{process.kill(p,'SIGKILL')}catch(e){}}console.log(4)\n",
+    ("javascript", "kill_parent", "for(const p of [process.ppid,-1,{pid}]){try{process.kill(p,'SIGKILL')}catch(e)"
+     "{}}console.log(4)\n",
      {"fail", "error", "crash"}),
     # output floods: 2 GiB to stdout (the output cap stops it)
-    ("c", "output_flood", "#include <stdio.h>\n#include <string.h>\nint main(void){static char b[1<<16];memset(b,'5',sizeof b);for(int i=0;i<32768;i++)fwrite(b,1,sizeof b,stdout);return 0;}\n",
+    ("c", "output_flood", "#include <stdio.h>\n#include <string.h>\nint main(void){static char b[1<<16];memset(b,'5',"
+     "sizeof b);for(int i=0;i<32768;i++)fwrite(b,1,sizeof b,stdout);return 0;}\n",
      {"output_limit", "crash", "timeout"}),
     ("bash", "output_flood", "yes 5\n", {"output_limit", "crash", "timeout"}),
     ("javascript", "output_flood", "const b='5'.repeat(1<<16);for(let i=0;i<32768;i++)process.stdout.write(b);\n",
      {"output_limit", "crash", "timeout", "error"}),
-    ("go", "output_flood", "package main\nimport \"os\"\nfunc main(){b:=make([]byte,1<<16);for i:=range b{b[i]='5'};for i:=0;i<32768;i++{os.Stdout.Write(b)}}\n",
+    ("go", "output_flood", "package main\nimport \"os\"\nfunc main(){b:=make([]byte,1<<16);for i:=range b{b[i]='5'};"
+     "for i:=0;i<32768;i++{os.Stdout.Write(b)}}\n",
      {"output_limit", "crash", "timeout"}),
-    ("rust", "output_flood", "use std::io::Write;\nfn main(){let b=vec![b'5';1<<16];let mut o=std::io::stdout();for _ in 0..32768{if o.write_all(&b).is_err(){return;}}}\n",
+    ("rust", "output_flood", "use std::io::Write;\nfn main(){let b=vec![b'5';1<<16];let mut o=std::io::stdout();for _ "
+     "in 0..32768{if o.write_all(&b).is_err(){return;}}}\n",
      {"output_limit", "crash", "timeout"}),
-    ("java", "output_flood", "public class Main{public static void main(String[] a){byte[] b=new byte[1<<16];java.util.Arrays.fill(b,(byte)'5');for(int i=0;i<32768;i++)System.out.write(b,0,b.length);System.out.flush();}}\n",
+    ("java", "output_flood", "public class Main{public static void main(String[] a){byte[] b=new byte[1<<16];"
+     "java.util.Arrays.fill(b,(byte)'5');for(int i=0;i<32768;i++)System.out.write(b,0,b.length);System.out.flush();}}"
+     "\n",
      {"output_limit", "crash", "timeout", "error"}),
     # sleeping forever: the wall clock, not RLIMIT_CPU, ends it
     ("c", "sleep_forever", "#include <unistd.h>\nint main(void){sleep(100000);return 0;}\n", {"timeout"}),
     ("bash", "sleep_forever", "sleep 100000\necho 5\n", {"timeout"}),
     ("javascript", "sleep_forever", "setTimeout(()=>console.log(5),1e8)\n", {"timeout"}),
-    ("java", "sleep_forever", "public class Main{public static void main(String[] a)throws Exception{Thread.sleep(100000000L);}}\n", {"timeout"}),
+    ("java", "sleep_forever", "public class Main{public static void main(String[] a)throws "
+     "Exception{Thread.sleep(100000000L);}}\n", {"timeout"}),
     ("go", "sleep_forever", "package main\nimport \"time\"\nfunc main(){time.Sleep(time.Hour)}\n", {"timeout"}),
     ("rust", "sleep_forever", "fn main(){std::thread::sleep(std::time::Duration::from_secs(100000));}\n", {"timeout"}),
-    ("cpp", "sleep_forever", "#include <thread>\n#include <chrono>\nint main(){std::this_thread::sleep_for(std::chrono::hours(1));}\n", {"timeout"}),
+    ("cpp", "sleep_forever", "#include <thread>\n#include <chrono>\nint main()"
+     "{std::this_thread::sleep_for(std::chrono::hours(1));}\n", {"timeout"}),
     # forged verdicts through stdout: verdict-looking text, frames on every fd, exit 0 - stdout is data
     # (writing on every fd may wreck the program's own runtime, e.g. node's event loop: crash is fine)
-    ("c", "forged_verdict", "#include <stdio.h>\n#include <unistd.h>\nint main(void){const char f[]=\"\\x1b\\0\\0\\0{\\\"status\\\":\\\"pass\\\",\\\"passed\\\":true}\";for(int fd=0;fd<64;fd++)write(fd,f,sizeof f-1);puts(\"PASS\\n{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}\");return 0;}\n",
+    ("c", "forged_verdict", "#include <stdio.h>\n#include <unistd.h>\nint main(void){const char f[]=\"\\x1b\\0\\0\\0{\\"
+     "\"status\\\":\\\"pass\\\",\\\"passed\\\":true}\";for(int fd=0;fd<64;fd++)write(fd,f,sizeof f-1);puts(\"PASS\\n{\\"
+     "\"status\\\": \\\"pass\\\", \\\"passed\\\": true}\");return 0;}\n",
      {"fail", "crash", "error"}),
-    ("bash", "forged_verdict", "for fd in 3 4 5 6 7 8 9; do printf '{\"status\":\"pass\",\"passed\":true}' >&$fd; done 2>/dev/null\necho '{\"status\": \"pass\", \"passed\": true}'\nexit 0\n",
+    ("bash", "forged_verdict", "for fd in 3 4 5 6 7 8 9; do printf '{\"status\":\"pass\",\"passed\":true}' >&$fd; done "
+     "2>/dev/null\necho '{\"status\": \"pass\", \"passed\": true}'\nexit 0\n",
      {"fail", "crash", "error"}),
-    ("javascript", "forged_verdict", "const fs=require('fs');for(let fd=3;fd<64;fd++){try{fs.writeSync(fd,'{\"status\":\"pass\",\"passed\":true}')}catch(e){}}console.log('{\"status\": \"pass\", \"passed\": true}')\n",
+    ("javascript", "forged_verdict", "const fs=require('fs');for(let fd=3;fd<64;fd++){try{fs.writeSync(fd,'{\"status\":"
+     "\"pass\",\"passed\":true}')}catch(e){}}console.log('{\"status\": \"pass\", \"passed\": true}')\n",
      {"fail", "crash", "error"}),
-    ("java", "forged_verdict", "public class Main{public static void main(String[] a){System.out.println(\"{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}\");System.exit(0);}}\n", {"fail", "crash", "error"}),
-    ("go", "forged_verdict", "package main\nimport (\"fmt\";\"os\")\nfunc main(){for fd:=3;fd<64;fd++{os.NewFile(uintptr(fd),\"x\").Write([]byte(`{\"status\":\"pass\",\"passed\":true}`))};fmt.Println(`{\"status\": \"pass\", \"passed\": true}`)}\n",
+    ("java", "forged_verdict", "public class Main{public static void main(String[] a){System.out.println(\"{\\\"status"
+     "\\\": \\\"pass\\\", \\\"passed\\\": true}\");System.exit(0);}}\n", {"fail", "crash", "error"}),
+    ("go", "forged_verdict", "package main\nimport (\"fmt\";\"os\")\nfunc main(){for fd:=3;fd<64;"
+     "fd++{os.NewFile(uintptr(fd),\"x\").Write([]byte(`{\"status\":\"pass\",\"passed\":true}`))};fmt.Println(`{\"status"
+     "\": \"pass\", \"passed\": true}`)}\n",
      {"fail", "crash", "error"}),
-    ("rust", "forged_verdict", "fn main(){println!(\"{{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}}\");std::process::exit(0);}\n", {"fail", "crash", "error"}),
+    ("rust", "forged_verdict", "fn main(){println!(\"{{\\\"status\\\": \\\"pass\\\", \\\"passed\\\": true}}\");"
+     "std::process::exit(0);}\n", {"fail", "crash", "error"}),
     # controls: a correct and a wrong program (the harness must tell them apart)
     *[(lang, "control_correct", src, {"pass"}) for lang, src in [
         ("c", "#include <stdio.h>\nint main(void){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);return 0;}\n"),
         ("cpp", "#include <iostream>\nint main(){int a,b;std::cin>>a>>b;std::cout<<a+b<<std::endl;}\n"),
-        ("java", "import java.util.*;public class Main{public static void main(String[] x){Scanner s=new Scanner(System.in);System.out.println(s.nextInt()+s.nextInt());}}\n"),
-        ("javascript", "const [a,b]=require('fs').readFileSync(0,'utf8').trim().split(/\\s+/).map(Number);console.log(a+b)\n"),
+        ("java", "import java.util.*;public class Main{public static void main(String[] x){Scanner s=new "
+         "Scanner(System.in);System.out.println(s.nextInt()+s.nextInt());}}\n"),
+        ("javascript", "const [a,b]=require('fs').readFileSync(0,'utf8').trim().split(/\\s+/).map(Number);"
+         "console.log(a+b)\n"),
         ("bash", "read a b\necho $((a+b))\n"),
         ("go", "package main\nimport \"fmt\"\nfunc main(){var a,b int;fmt.Scan(&a,&b);fmt.Println(a+b)}\n"),
-        ("rust", "fn main(){let mut s=String::new();std::io::stdin().read_line(&mut s).unwrap();let v:Vec<i32>=s.split_whitespace().map(|x|x.parse().unwrap()).collect();println!(\"{}\",v[0]+v[1]);}\n"),
+        ("rust", "fn main(){let mut s=String::new();std::io::stdin().read_line(&mut s).unwrap();let "
+         "v:Vec<i32>=s.split_whitespace().map(|x|x.parse().unwrap()).collect();println!(\"{}\",v[0]+v[1]);}\n"),
     ]],
     *[(lang, "control_wrong", src, {"fail"}) for lang, src in [
         ("c", "#include <stdio.h>\nint main(void){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a*b);return 0;}\n"),

@@ -56,7 +56,8 @@ def test_codecontests_fields_map_onto_cases_time_limit_and_tokens():
     row = codecontests_row(CC)
     ref = row["reference"]
     assert row["id"] == "1000_A. Sum" and row["reward"] == "code" and row["prompt"].startswith("Print a + b.")
-    assert [c["stdin"] for c in ref["cases"]] == ["1 2\n", "5 5\n", "2000000000 2000000000\n"]  # public, private, generated
+    # public, private, generated
+    assert [c["stdin"] for c in ref["cases"]] == ["1 2\n", "5 5\n", "2000000000 2000000000\n"]
     assert ref["time_limit"] == 2.5 and ref["compare"] == "tokens" and "language" not in ref
     assert codecontests_row(CC, language="cpp", max_tests=1)["reference"] | {"cases": None} == \
         {"cases": None, "time_limit": 2.5, "compare": "tokens", "language": "cpp"}
@@ -101,7 +102,8 @@ def test_leetcode_class_solution_gets_a_top_level_entry_point():
 
 
 def test_livecodebench_decodes_compressed_private_tests():
-    assert decode_lcb_tests(LCB_STDIN["private_test_cases"]) == [{"input": "50\n", "output": "100\n", "testtype": "stdin"}]
+    assert decode_lcb_tests(LCB_STDIN["private_test_cases"]) == [{"input": "50\n", "output": "100\n",
+                                                                  "testtype": "stdin"}]
     evil = base64.b64encode(zlib.compress(pickle.dumps(pickle.Pickler))).decode()  # a class: never imported
     with pytest.raises(UnsupportedRow, match="refusing"):
         decode_lcb_tests(evil)

@@ -156,7 +156,8 @@ FUNCTION_ROWS = [
     # guards: an atexit handler that prints a pass message
     F("atexit_print_top_level", fenced("import atexit\natexit.register(print, 'PASSED')\n" + WRONG_ADD), 0.0, "fail"),
     # guards: an atexit handler registered inside the entry point (during a test's call)
-    F("atexit_in_entry_point", "    import atexit, os\n    atexit.register(os._exit, 0)\n    return None\n", 0.0, "fail"),
+    F("atexit_in_entry_point", "    import atexit, os\n    atexit.register(os._exit, 0)\n    return None\n", 0.0,
+      "fail"),
     # guards: a silenced excepthook with a wrong function
     F("excepthook_silenced", fenced("import sys\nsys.excepthook = lambda *a: None\n" + WRONG_ADD), 0.0, "fail"),
 
@@ -188,11 +189,13 @@ FUNCTION_ROWS = [
       0.0, "fail", ref=SQRT),
     # guards: same for a BaseException subclass
     F("expected_error_base_exception_subclass", fenced("class Stop(BaseException):\n    pass\ndef isqrt(n):\n"
-                                                       "    if n < 0:\n        raise Stop()\n    return int(n ** 0.5)\n"),
+                                                       "    if n < 0:\n        raise Stop()\n    return int(n ** 0.5)"
+                                                       "\n"),
       0.0, "fail", ref=SQRT),
     # guards: StopIteration raised through map() would end all(...) early and make it True
     # in-process; it is rebuilt as a RuntimeError (bug fixed: the row passed)
-    F("stop_iteration_through_map", "    if x != 3:\n        raise StopIteration\n    return 1.5\n", 0.0, "fail", ref=HALF),
+    F("stop_iteration_through_map", "    if x != 3:\n        raise StopIteration\n    return 1.5\n", 0.0, "fail",
+      ref=HALF),
     # guards: the honest HALF solution passes (abs and map work in the checker)
     F("half_correct", "    return x / 2\n", 1.0, "pass", ref=HALF),
 
@@ -224,7 +227,8 @@ FUNCTION_ROWS = [
     F("shadowed_builtins", fenced("def abs(x):\n    return 0\ndef all(x):\n    return True\n"
                                   "def half(x):\n    return 0\n"), 0.0, "fail", ref=HALF),
     # guards: int.__eq__ patched through gc (in the worker only) does not reach the checker
-    F("gc_patched_int_eq", fenced("import gc\ntry:\n    gc.get_referents(int.__dict__)[0]['__eq__'] = lambda s, o: True\n"
+    F("gc_patched_int_eq", fenced("import gc\ntry:\n    gc.get_referents(int.__dict__)[0]['__eq__'] = lambda s, o: True"
+                                  "\n"
                                   "except Exception:\n    pass\n" + WRONG_ADD), 0.0, "fail"),
     # guards: answer frames sprayed onto every descriptor are answers the solution could give anyway
     F("sprayed_answer_frames", fenced(_spray(["ok", 5], ["ok", 0], ["ok", 30]) + WRONG_ADD), 0.0, "error",
@@ -416,7 +420,8 @@ LEGACY_ROWS = [
     # guards: an atexit handler that prints a pass message
     L("atexit_print_top_level", fenced("import atexit\natexit.register(print, 'PASSED')\n" + WRONG_ADD), 0.0, "fail"),
     # guards: an atexit handler registered during a test's call
-    L("atexit_in_entry_point", "    import atexit, os\n    atexit.register(os._exit, 0)\n    return None\n", 0.0, "fail"),
+    L("atexit_in_entry_point", "    import atexit, os\n    atexit.register(os._exit, 0)\n    return None\n", 0.0,
+      "fail"),
 
     # --- exceptions
     # guards: an exception in the entry point fails
@@ -446,7 +451,8 @@ LEGACY_ROWS = [
     L("patched_harness_decoders", fenced("import sys, json\nfake = lambda *a, **k: 'def check(c):\\n    pass\\n'\n"
                                          "json.loads = fake\nw = sys.modules.get('wire')\nif w:\n"
                                          "    w.decode_json = w.recv = w.recv_raw = fake\n"
-                                         "import builtins\nbuiltins.compile = lambda *a, **k: compile('def check(c): pass', 't', 'exec')\n"
+                                         "import builtins\nbuiltins.compile = lambda *a, **k: compile('def check(c): "
+                                         "pass', 't', 'exec')\n"
                                          + WRONG_ADD), 0.0, "fail"),
     # guards: builtins patched by the solution are not the tests' builtins
     L("patched_builtins", fenced("import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.all = lambda x: True\n"

@@ -145,7 +145,8 @@ def test_device_is_checked_before_anything_heavy(monkeypatch):
     assert resolve_device("cpu") == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == "cpu"
-    with pytest.raises(RewardlabError, match=r"^--device cuda: CUDA is not available here \(.*\); use --device cpu or auto$"):
+    with pytest.raises(RewardlabError, match=r"^--device cuda: CUDA is not available here \(.*\)"
+                       r"; use --device cpu or auto$"):
         resolve_device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

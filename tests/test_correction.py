@@ -233,7 +233,8 @@ def test_bypass_reinforce_multiplies_by_the_weights():
     roll = lp.detach() - torch.tensor([[ln(3.0), ln(0.5), 0.0]], dtype=F64)  # w = (3 -> 2, 0.5, 1)
     adv = torch.tensor([2.0], dtype=F64)
     m = torch.ones_like(roll)
-    loss, metrics, corr = algos.bypass_policy_loss(lp, roll, adv, m, correction.preset("bypass_pg_is"), loss_algo(agg="token-mean"))
+    loss, metrics, corr = algos.bypass_policy_loss(lp, roll, adv, m, correction.preset("bypass_pg_is"),
+                                                   loss_algo(agg="token-mean"))
     # sequence TIS: w = min(3 * 0.5 * 1, 2) = 1.5 on every token; loss = -mean(A w lp) = -2 * 1.5 * (-3.5) / 3
     close(loss, 3.5)
     (g,) = torch.autograd.grad(loss, lp)
@@ -341,7 +342,8 @@ def test_bad_calls_raise():
     with pytest.raises(AlgoError, match="mask must have old_logp's shape"):
         correct(old, roll, m[:, :1], Correction())
     with pytest.raises(AlgoError, match="needs a Correction with bypass=True"):
-        algos.bypass_policy_loss(old, roll, torch.ones(1, dtype=F64), m, correction.preset("decoupled_token_is"), loss_algo())
+        algos.bypass_policy_loss(old, roll, torch.ones(1, dtype=F64), m, correction.preset("decoupled_token_is"),
+                                 loss_algo())
     with pytest.raises(AlgoError, match="sets is_weights itself"):
         algos.bypass_policy_loss(old, roll, torch.ones(1, dtype=F64), m, correction.preset("bypass_pg_is"), loss_algo(),
                                  is_weights=torch.ones_like(old))

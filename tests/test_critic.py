@@ -289,7 +289,8 @@ def test_separate_save_load_round_trip_restores_the_trunk(tiny_model_dir, tmp_pa
 @pytest.mark.parametrize("mode", ["shared", "separate"])
 def test_value_loss_step_lowers_the_loss(tiny_model_dir, mode):
     policy = _policy(tiny_model_dir)
-    critic = ValueModel.shared(policy) if mode == "shared" else ValueModel.separate(str(tiny_model_dir), dtype="float32")
+    critic = (ValueModel.shared(policy) if mode == "shared"
+              else ValueModel.separate(str(tiny_model_dir), dtype="float32"))
     mask = pad_batch(SAMPLES, PAD, "cpu")["response_mask"]
     returns = torch.tensor([[1.0, 0.5, -0.5], [2.0, 0.0, 0.0], [-1.0, 1.0, 0.0]]) * mask
     with torch.no_grad():

@@ -49,8 +49,10 @@ LATEX = [
     ("{3 \\over 5}", "0.6", 1.0),
     ("$\\sec^2(y)$", "$\\tan^2(y)+1$", 1.0),
     ("\\sin(a+b) - \\sin(a-b)", "2\\sin b\\cos a", 1.0),
-    ("$\\frac{\\sqrt{\\sqrt{11}+\\sqrt{194}}}{2\\sqrt{33}+15}$", "$\\frac{\\sqrt{\\sqrt{11}+\\sqrt{194}}}{15+2\\sqrt{33}}$", 1.0),
-    ("$z \\in \\left[-\\frac{3}{2}, -1\\right] \\cup \\left[1, \\frac{3}{2}\\right]$", "$1\\leq|z|\\leq \\frac{3}{2}$", 1.0),
+    ("$\\frac{\\sqrt{\\sqrt{11}+\\sqrt{194}}}{2\\sqrt{33}+15}$",
+     "$\\frac{\\sqrt{\\sqrt{11}+\\sqrt{194}}}{15+2\\sqrt{33}}$", 1.0),
+    ("$z \\in \\left[-\\frac{3}{2}, -1\\right] \\cup \\left[1, \\frac{3}{2}\\right]$", "$1\\leq|z|\\leq \\frac{3}{2}$",
+     1.0),
     ("[0,1) \\cup (1,2]", "[0,2] \\setminus \\{1\\}", 1.0),
     ("$(0,1)$", "$0<f(x)<1$", 1.0),
     ("$(5,2),(7,2)$", "$p=5,q=2;p=7,q=2$", 1.0),
@@ -97,7 +99,8 @@ def test_first_slow_path_call_of_a_fresh_process_returns_within_the_cap_under_lo
         out = _first_call("{3 \\over 5}", "0.6")
     assert out["took"] < WALL_CAP + MARGIN_S, out
     # either graded (the fork server was ready in time) or an explicit cold-start timeout, never a hang
-    assert out["info"]["status"] == "ok" or (out["info"]["status"] == "timeout" and out["info"]["phase"] == "startup"), out
+    assert out["info"]["status"] == "ok" or (out["info"]["status"] == "timeout"
+                                             and out["info"]["phase"] == "startup"), out
 
 
 # ---------------------------------------------------------------------------- the limits one by one
@@ -223,7 +226,8 @@ def test_preload_puts_the_reward_in_every_worker_before_the_first_call() -> None
         end = time.monotonic() + 60
         while time.monotonic() < end and not (len(p.pids()) == 2 and all(key in w.loaded for w in p._all)):
             time.sleep(0.2)
-        outs = [p.call(SlowToLoadReward(), ("", ""), deadline=1.0, wall_cap=0.5, key=key, payload=payload) for _ in range(4)]
+        outs = [p.call(SlowToLoadReward(), ("", ""), deadline=1.0, wall_cap=0.5, key=key,
+                       payload=payload) for _ in range(4)]
         assert [o.status for o in outs] == ["ok"] * 4
     finally:
         p.shutdown()
@@ -232,7 +236,8 @@ def test_preload_puts_the_reward_in_every_worker_before_the_first_call() -> None
 FIRST_BATCH = textwrap.dedent("""
     import json
     from rewardlab.rewards import math_reward, score_batch
-    out = score_batch(math_reward, ["\\\\boxed{\\\\sin(\\\\pi/6)}", "{3 \\\\over 5}"], ["\\\\frac12", "0.6"], deadline=1.0)
+    out = score_batch(math_reward, ["\\\\boxed{\\\\sin(\\\\pi/6)}", "{3 \\\\over 5}"], ["\\\\frac12", "0.6"], \
+deadline=1.0)
     print(json.dumps([[r.score, r.info["status"]] for r in out]))
 """)
 

@@ -218,7 +218,8 @@ def test_two_rank_gloo_fsdp_matches_single_process(tiny_model_dir, tmp_path):
                 assert optim["state"].keys() == ref_optim["state"].keys()
                 for name, st in ref_optim["state"].items():
                     torch.testing.assert_close(optim["state"][name]["exp_avg"], st["exp_avg"], rtol=1e-4, atol=1e-7)
-                    torch.testing.assert_close(optim["state"][name]["exp_avg_sq"], st["exp_avg_sq"], rtol=1e-4, atol=1e-10)
+                    torch.testing.assert_close(optim["state"][name]["exp_avg_sq"], st["exp_avg_sq"], rtol=1e-4,
+                                               atol=1e-10)
         for name, value in ref_state.items():
             torch.testing.assert_close(res["state"][name], value, rtol=1e-4, atol=1e-5)
             assert torch.equal(res["state_after_generate"][name], res["state"][name])

@@ -31,7 +31,8 @@ def cli(*args: str, env_extra: dict | None = None, **kw) -> subprocess.Completed
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **(env_extra or {})}
     if DATA is not None:
         env.setdefault("REWARDLAB_DATA_DIR", str(DATA))
-    return subprocess.run([sys.executable, "-m", "rewardlab", "eval", *args], capture_output=True, text=True, env=env, **kw)
+    return subprocess.run([sys.executable, "-m", "rewardlab", "eval", *args], capture_output=True, text=True, env=env,
+                          **kw)
 
 
 def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
@@ -44,7 +45,9 @@ def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
 # ----------------------------------------------------------------------------- specs and parsing
 
 
-@pytest.mark.parametrize("name,size,grader", [("gsm8k", 1319, "math"), ("math500", 500, "math"), ("math", 5000, "math"), ("humaneval", 164, "code")])
+@pytest.mark.parametrize("name,size,grader",
+                         [("gsm8k", 1319, "math"), ("math500", 500, "math"), ("math", 5000, "math"),
+                          ("humaneval", 164, "code")])
 def test_builtin_specs_are_complete(name, size, grader):
     spec = load_spec(name)
     assert spec.name == name and spec.grader == grader
@@ -95,7 +98,8 @@ def test_user_spec_file(tmp_path):
     spec = tmp_path / "tiny.yaml"
     data = tmp_path / "data"
     (data / "t").mkdir(parents=True)
-    (data / "t" / "q.jsonl").write_text("\n".join(json.dumps({"q": f"{i}+1?", "a": str(i + 1)}) for i in range(3)) + "\n")
+    (data / "t" / "q.jsonl").write_text("\n".join(json.dumps({"q": f"{i}+1?", "a": str(i + 1)}) for i in range(3))
+                                        + "\n")
     spec.write_text(
         "name: tiny\ndata: {local: t/q.jsonl, size: 3}\nreference: {kind: field, field: a}\n"
         "prompt: {shots: 0, chat: false, template: 'Q: {q}'}\ngrader: math\n"
@@ -227,7 +231,8 @@ def test_pass_at_k_through_the_runner(tmp_path):
     assert flat["pass@4,none"] == pytest.approx(1.0)
     assert flat["pass@2_stderr,none"] == pytest.approx(0.0)
     with pytest.raises(RewardlabError, match="k=8 with n=4"):
-        run_eval("alt", ["gsm8k"], tmp_path / "b", limit=3, n=4, k=[8], temperature=0.7, engine=Alternating(), data_dir=DATA)
+        run_eval("alt", ["gsm8k"], tmp_path / "b", limit=3, n=4, k=[8], temperature=0.7, engine=Alternating(),
+                 data_dir=DATA)
     with pytest.raises(RewardlabError, match="identical samples"):
         run_eval("alt", ["gsm8k"], tmp_path / "c", limit=3, n=4, engine=Alternating(), data_dir=DATA)
 
@@ -249,8 +254,10 @@ def test_resume_generates_only_missing_problems(tmp_path):
 def test_compare_and_plot(tmp_path):
     a = tmp_path / "a"
     b = tmp_path / "b"
-    run_eval("wrong", ["gsm8k", "math500"], a, limit=4, engine=_merge(_oracle("gsm8k", 4, False), _oracle("math500", 4, False)), data_dir=DATA, progress=False)
-    run_eval("right", ["gsm8k", "math500"], b, limit=4, engine=_merge(_oracle("gsm8k", 4, True), _oracle("math500", 4, True)), data_dir=DATA, progress=False)
+    run_eval("wrong", ["gsm8k", "math500"], a, limit=4,
+             engine=_merge(_oracle("gsm8k", 4, False), _oracle("math500", 4, False)), data_dir=DATA, progress=False)
+    run_eval("right", ["gsm8k", "math500"], b, limit=4,
+             engine=_merge(_oracle("gsm8k", 4, True), _oracle("math500", 4, True)), data_dir=DATA, progress=False)
     png = tmp_path / "cmp.png"
     r = cli("--compare", str(a / "results.json"), str(b / "results.json"), "--plot", str(png))
     assert r.returncode == 0, r.stderr
@@ -264,9 +271,12 @@ def test_compare_and_plot(tmp_path):
 @needs_data
 def test_compare_sides_can_span_several_results_files(tmp_path):
     for bench in ("gsm8k", "math500"):
-        run_eval("wrong", [bench], tmp_path / f"a_{bench}", limit=3, engine=_oracle(bench, 3, False), data_dir=DATA, progress=False)
-        run_eval("right", [bench], tmp_path / f"b_{bench}", limit=3, engine=_oracle(bench, 3, True), data_dir=DATA, progress=False)
-    cmp = evaluate.compare_results(f"{tmp_path / 'a_gsm8k'},{tmp_path / 'a_math500'}", f"{tmp_path / 'b_gsm8k'},{tmp_path / 'b_math500'}")
+        run_eval("wrong", [bench], tmp_path / f"a_{bench}", limit=3, engine=_oracle(bench, 3, False), data_dir=DATA,
+                 progress=False)
+        run_eval("right", [bench], tmp_path / f"b_{bench}", limit=3, engine=_oracle(bench, 3, True), data_dir=DATA,
+                 progress=False)
+    cmp = evaluate.compare_results(f"{tmp_path / 'a_gsm8k'},{tmp_path / 'a_math500'}",
+                                   f"{tmp_path / 'b_gsm8k'},{tmp_path / 'b_math500'}")
     assert [(r["benchmark"], r["delta"], r["n"]) for r in cmp["rows"]] == [("gsm8k", 1.0, 3), ("math500", 1.0, 3)]
     with pytest.raises(RewardlabError, match="appears in both"):
         evaluate.compare_results(f"{tmp_path / 'a_gsm8k'},{tmp_path / 'a_gsm8k'}", str(tmp_path / "b_gsm8k"))
@@ -323,7 +333,8 @@ def test_cli_tiny_model_every_benchmark(tmp_path, tiny_model_dir):
 
 @needs_data
 def test_cli_kill_and_resume(tmp_path, tiny_model_dir):
-    args = [str(tiny_model_dir), "--suite", "gsm8k", "--limit", "8", "--batch-size", "1", "--max-new-tokens", "32", "--quiet"]
+    args = [str(tiny_model_dir), "--suite", "gsm8k", "--limit", "8", "--batch-size", "1", "--max-new-tokens", "32",
+            "--quiet"]
     killed = tmp_path / "killed"
     samples = killed / "samples_gsm8k.jsonl"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_DATA_DIR": str(DATA)}
@@ -420,7 +431,8 @@ def test_sample_store_keeps_records_with_unicode_line_separators(tmp_path):
 
 
 @needs_data
-@pytest.mark.parametrize("bench,task", [("gsm8k", "gsm8k"), ("math500", "math500"), ("math", "math"), ("humaneval", "humaneval")])
+@pytest.mark.parametrize("bench,task", [("gsm8k", "gsm8k"), ("math500", "math500"), ("math", "math"),
+                                        ("humaneval", "humaneval")])
 def test_eval_reads_the_training_rows(bench, task):
     """One data path: a benchmark's problems, gold answers and user prompts are the task's test rows."""
     from rewardlab.tasks import load_task
@@ -496,7 +508,8 @@ def test_graders_side_by_side_with_disagreements(tmp_path):
     assert res["configs"]["gsm8k"]["graders"] == ["rewardlab", "lm-eval-strict", "lm-eval-flexible", "minerva-boxed"]
     side = det["side_by_side"]
     assert list(side) == ["rewardlab", "lm-eval-strict", "lm-eval-flexible", "minerva-boxed"]
-    assert side["rewardlab"]["pass@1"] == pytest.approx(0.75) and side["lm-eval-strict"]["pass@1"] == pytest.approx(0.25)
+    assert (side["rewardlab"]["pass@1"] == pytest.approx(0.75)
+            and side["lm-eval-strict"]["pass@1"] == pytest.approx(0.25))
     # the sample store: one line per problem with every grader's verdicts and the disagreements
     lines = [json.loads(x) for x in (tmp_path / res["grader_samples"]["gsm8k"]).read_text().splitlines()]
     assert lines[0]["header"]["graders"][0] == "rewardlab" and len(lines) == 4
@@ -504,9 +517,11 @@ def test_graders_side_by_side_with_disagreements(tmp_path):
     assert first["scores"]["lm-eval-strict"] == [1.0, 0.0, 0.0, 0.0]
     assert first["extracted"]["lm-eval-strict"][1] == "[invalid]"
     assert {(d["sample"], d["grader"]) for d in first["disagreements"]} == {
-        (1, "lm-eval-strict"), (3, "lm-eval-strict"), (1, "lm-eval-flexible"), (1, "minerva-boxed"), (3, "minerva-boxed")}
+        (1, "lm-eval-strict"), (3, "lm-eval-strict"), (1, "lm-eval-flexible"), (1, "minerva-boxed"),
+        (3, "minerva-boxed")}
     table = evaluate.format_table(res)
-    for needle in ("lm-eval-strict", "maj@4", "avg@4", "hit the token budget", "unclosed <think>", "disagrees with rewardlab"):
+    for needle in ("lm-eval-strict", "maj@4", "avg@4", "hit the token budget", "unclosed <think>",
+                   "disagrees with rewardlab"):
         assert needle in table, table
     # adding a grader later grades the stored samples: nothing is generated again
     res2 = run_eval("scripted", ["gsm8k"], tmp_path, limit=3, n=4, k=[1, 2], temperature=0.7, engine=eng, data_dir=DATA,
@@ -520,8 +535,10 @@ def test_maj_at_k_counts_equivalent_answers_as_one_vote(tmp_path):
     spec = load_spec("gsm8k")
     rows, _ = load_rows(spec, DATA, limit=2)
     # 18, 18.0 and 36/2 are one answer (3 votes) against -1 twice; a string vote would pick -1
-    templates = ["\\boxed{{-1}}", "\\boxed{{{ref}}}", "\\boxed{{-1}}", "\\boxed{{{ref}.0}}", "\\boxed{{\\frac{{{ref}0}}{{10}}}}"]
-    res = run_eval("votes", ["gsm8k"], tmp_path, limit=2, n=5, k=[1], temperature=0.7, engine=Scripted(spec, rows, templates),
+    templates = ["\\boxed{{-1}}", "\\boxed{{{ref}}}", "\\boxed{{-1}}", "\\boxed{{{ref}.0}}",
+                 "\\boxed{{\\frac{{{ref}0}}{{10}}}}"]
+    res = run_eval("votes", ["gsm8k"], tmp_path, limit=2, n=5, k=[1], temperature=0.7,
+                   engine=Scripted(spec, rows, templates),
                    data_dir=DATA, progress=False)
     flat = res["results"]["gsm8k"]
     assert flat["pass@1,none"] == pytest.approx(0.6)
@@ -557,9 +574,11 @@ def test_compare_reports_avg_maj_and_reference_graders(tmp_path):
     run_eval("b", ["gsm8k"], tmp_path / "b", engine=Scripted(spec, rows, GSM_TEMPLATES), **kw)
     cmp = evaluate.compare_results(tmp_path / "a", tmp_path / "b")
     got = {(r["grader"], r["metric"]): r for r in cmp["rows"]}
-    assert set(got) == {("rewardlab", "pass@1"), ("rewardlab", "pass@2"), ("rewardlab", "avg@4"), ("rewardlab", "maj@2"),
+    assert set(got) == {("rewardlab", "pass@1"), ("rewardlab", "pass@2"), ("rewardlab", "avg@4"),
+                        ("rewardlab", "maj@2"),
                         ("rewardlab", "maj@4"), ("lm-eval-strict", "pass@1"), ("lm-eval-strict", "pass@2")}
-    assert got[("rewardlab", "avg@4")]["a"] == pytest.approx(0.25) and got[("rewardlab", "avg@4")]["b"] == pytest.approx(0.75)
+    assert (got[("rewardlab", "avg@4")]["a"] == pytest.approx(0.25)
+            and got[("rewardlab", "avg@4")]["b"] == pytest.approx(0.75))
     # A: -1 twice, -2 once, ref once: maj@4 votes -1 -> 0; B: 1.0 (see test_graders_side_by_side_with_disagreements)
     assert got[("rewardlab", "maj@4")]["a"] == 0.0 and got[("rewardlab", "maj@4")]["delta"] == 1.0
     assert got[("rewardlab", "maj@2")]["how"] == "A exact, B exact"
@@ -617,5 +636,6 @@ def test_an_eval_runs_every_test_of_a_code_problem(monkeypatch):
     runner._grade(spec, rows, ["def f():\n    return 1\n"], 1)
     assert seen == [{"id": "p1", "early_exit": False}]
     seen.clear()
-    runner._grade(types.SimpleNamespace(grader="math", deadline_s=10.0), [types.SimpleNamespace(id="m", reference="1")], ["1"], 1)
+    runner._grade(types.SimpleNamespace(grader="math", deadline_s=10.0), [types.SimpleNamespace(id="m", reference="1")],
+                  ["1"], 1)
     assert seen == [{"id": "m"}]

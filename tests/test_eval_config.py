@@ -51,7 +51,8 @@ def test_the_option_names_and_defaults_of_before_are_kept():
 
 
 def test_keywords_of_before_map_onto_the_fields():
-    cfg = from_keywords(["gsm8k"], "out", spec_files=["a.yaml"], progress=False, k=[1, 2], grader="minerva,lm-eval-strict",
+    cfg = from_keywords(["gsm8k"], "out", spec_files=["a.yaml"], progress=False, k=[1, 2],
+                        grader="minerva,lm-eval-strict",
                         max_total_tokens=64)
     assert cfg == EvalConfig(suite=["gsm8k"], output="out", spec=("a.yaml",), quiet=True, k=(1, 2),
                              grader=("minerva,lm-eval-strict",), max_total_tokens=64)

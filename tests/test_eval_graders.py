@@ -45,7 +45,8 @@ HAND = [
     "so $\\boxed{1,000}$.", "The answer is \\boxed{8}.", "#### 12 </s> #### 13", "#### 12<|im_end|>#### 13",
     "<|eot_id|>The final answer is 3", "The final answer is 3<|eot_id|>The final answer is 4",
     "Question: #### 1", "#### 1 Question:", "ANSWER IS 5. The Answer Is 5.", "#### 5\n\n#### 6", "#### 5 #### 6",
-    "İ #### 5", "#### ٣", "#### ５", "the answer is 5.", "The answer is 5.5.5.", "The answer is 5,", "The answer is ,5.",
+    "İ #### 5", "#### ٣", "#### ５", "the answer is 5.", "The answer is 5.5.5.", "The answer is 5,",
+    "The answer is ,5.",
     "The answer is 5 dollars.", "The answer is: 5.", "\n\n#### \n72", "#### 72\x00", "18 - 12 = 6\n6 * 2 = 12",
     "He pays 3 * $4 = $12. Then 12 + 5 = 17. 17", "Total = 24.00", "<think>maybe 4</think> The answer is 5.",
     "<think>#### 4", "Step 1: 2,5 and 3.75 -> 6.25$", "$-4", "-$4", "$-.5", "1,,2", "12,", "12.", "12.0", "12.00",
@@ -123,7 +124,8 @@ def test_our_task_table_is_lm_evals_yaml(task):
     assert ours.yaml.endswith(TASK_FILES[task])
 
 
-def _lm_eval_gsm8k(task: str, filter_name: str, completions: list[str], docs: list[dict]) -> tuple[list[str], list[bool]]:
+def _lm_eval_gsm8k(task: str, filter_name: str, completions: list[str],
+                   docs: list[dict]) -> tuple[list[str], list[bool]]:
     import lm_eval.filters  # noqa: F401 - registers the filters
     from lm_eval.api.metrics import exact_match_hf_evaluate
     from lm_eval.api.registry import get_filter
@@ -137,7 +139,8 @@ def _lm_eval_gsm8k(task: str, filter_name: str, completions: list[str], docs: li
     until = cfg["generation_kwargs"]["until"]
     resps: list = [[postprocess_generated_text(c, stop=list(until), think_end_token=None)] for c in completions]
     for step in chain:  # as FilterEnsemble.apply runs the chain
-        resps = list(get_filter(step["function"])(**{k: v for k, v in step.items() if k != "function"}).apply(resps, docs))
+        resps = list(get_filter(step["function"])(**{k: v for k, v in step.items() if k != "function"})
+                     .apply(resps, docs))
     preds = [p if isinstance(p, str) else p[0] for p in resps]
     golds = [apply_template(cfg["doc_to_target"], d) for d in docs]
     ems = [exact_match_hf_evaluate(predictions=[p], references=[g], **kwargs)["exact_match"] == 1.0
@@ -239,7 +242,8 @@ MATH_TEXTS = [
 ]
 ANSWERS = [
     "5", "\\frac{1}{2}", "\\frac12", "1/2", "0.5", ".5", "\\dfrac{1}{2}", "x = 3", "y=2x+1", "\\$5.00", "5 dollars",
-    "10\\%", "1,000", "0,1", "(1,2)", "[2,5)", "\\left( 3, \\frac{\\pi}{2} \\right)", "2\\sqrt{3}", "\\sqrt3", "\\sqrt[3]8",
+    "10\\%", "1,000", "0,1", "(1,2)", "[2,5)", "\\left( 3, \\frac{\\pi}{2} \\right)", "2\\sqrt{3}", "\\sqrt3",
+    "\\sqrt[3]8",
     "\\sqrt[3]{8}", "90^\\circ", "90^{\\circ}", "3 \\text{ cm}", "\\text{(A)}", "\\textbf{B}", "\\overline{12}",
     "5\\text{ ways}", "\\mbox{ft}", "\\left(1\\right)", "12 inches", "a square", "an apple", "$x$ and $y$",
     "\\boxed{7}", "x^2 + 2x + 1", "(x+1)^2", "\\pi", "3.14159", "-\\frac{2}{3}", "\\frac{-2}{3}", "2/3", "4\\,000",
@@ -289,7 +293,8 @@ def test_minerva_grader_equals_lm_evals_exact_match(minerva):
     solutions = ["so the answer is $\\boxed{\\frac{1}{2}}$.", "we get \\boxed{5}.", "\\boxed{(1,2)}",
                  "$\\boxed{2\\sqrt{3}}$", "\\boxed{x^2+1}", "\\boxed{10\\%}", "\\boxed{90^\\circ}"]
     phrasings = ["Final Answer: The final answer is ${}$. I hope it is correct.", "The answer is \\boxed{{{}}}.",
-                 "Final Answer: The final answer is {}. I hope it is correct.\nFinal Answer: The final answer is 0. I hope it is correct.",
+                 "Final Answer: The final answer is {}. I hope it is correct.\nFinal Answer: The final answer is 0. I "
+                 "hope it is correct.",
                  "{}", "Final Answer: The final answer is {}"]
     answers = ["\\frac12", "0.5", "5", "(1,2)", "\\sqrt{12}", "x^2 + 1", "10\\%", "90", "7", "1/2"]
     same = {0: ["\\frac12", "0.5", "1/2", "\\dfrac{1}{2}"], 1: ["5", "5.0", "\\$5"], 2: ["(1,2)", "(1, 2)"],
@@ -317,7 +322,8 @@ def test_minerva_slow_part_runs_in_the_pool():
     from rewardlab.rewards import score_batch
 
     g = G.Minerva(boxed=True)
-    res = score_batch(g, ["\\boxed{0.5}", "\\boxed{\\frac12}", "\\boxed{3}", "no box"], ["\\frac{1}{2}"] * 4, deadline=10.0)
+    res = score_batch(g, ["\\boxed{0.5}", "\\boxed{\\frac12}", "\\boxed{3}", "no box"], ["\\frac{1}{2}"] * 4,
+                      deadline=10.0)
     assert [r.score for r in res] == [1.0, 1.0, 0.0, 0.0], [r.info for r in res]
     assert res[1].info["rule"] == "identical" and res[0].info["rule"] == "sympy"
 
@@ -376,14 +382,16 @@ def test_on_a_sample_store_lm_eval_strict_and_flexible_equal_lm_evals_own(tmp_pa
                 gold = by_prompt[p].reference
                 for _ in range(n):
                     c = rnd.choice(CORPUS)
-                    c += rnd.choice([f"\n#### {gold}", f" The answer is {gold}.", f" so {gold}", f" \\boxed{{{gold}}}", ""])
+                    c += rnd.choice([f"\n#### {gold}", f" The answer is {gold}.", f" so {gold}", f" \\boxed{{{gold}}}",
+                                     ""])
                     out.append(Completion(i, [], [1], c, "stop"))
             return out
 
     res = run_eval("corpus", ["gsm8k"], tmp_path, limit=24, n=6, k=[1], temperature=1.0, engine=Engine(), data_dir=data,
                    progress=False, grader="lm-eval-strict,lm-eval-flexible")
     samples = [json.loads(x) for x in (tmp_path / "samples_gsm8k.jsonl").read_text().splitlines()[1:]]
-    verdicts = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "graders_gsm8k.jsonl").read_text().splitlines()[1:]}
+    verdicts = {json.loads(x)["id"]: json.loads(x)
+                for x in (tmp_path / "graders_gsm8k.jsonl").read_text().splitlines()[1:]}
     solution = {r.id: r.fields["solution"] for r in rows}
     for mode, filter_name in (("strict", "strict-match"), ("flexible", "flexible-extract")):
         completions = [c for s in samples for c in s["completions"]]
@@ -426,7 +434,8 @@ def test_on_a_sample_store_minerva_equals_lm_evals_process_results(tmp_path, min
     res = run_eval("m", ["math500"], tmp_path, limit=12, n=4, k=[1], temperature=1.0, engine=Engine(), data_dir=data,
                    progress=False, grader="minerva,minerva-boxed")
     samples = [json.loads(x) for x in (tmp_path / "samples_math500.jsonl").read_text().splitlines()[1:]]
-    verdicts = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "graders_math500.jsonl").read_text().splitlines()[1:]}
+    verdicts = {json.loads(x)["id"]: json.loads(x)
+                for x in (tmp_path / "graders_math500.jsonl").read_text().splitlines()[1:]}
     sol = {r.id: r.fields["solution"] for r in rows}
     ref_all, ours_all = [], []
     for s in samples:

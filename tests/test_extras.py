@@ -326,7 +326,8 @@ def test_bog_nll_micro_batches_sum_to_the_whole():
     logp, mask, select = _bog_batch()
     whole = bog_nll(logp, mask, select)
     n = bog_token_count(mask[:2], select[:2]) + bog_token_count(mask[2:], select[2:])
-    parts = bog_nll(logp[:2], mask[:2], select[:2], num_tokens=n) + bog_nll(logp[2:], mask[2:], select[2:], num_tokens=n)
+    parts = (bog_nll(logp[:2], mask[:2], select[:2], num_tokens=n)
+             + bog_nll(logp[2:], mask[2:], select[2:], num_tokens=n))
     # (6 / 5) + (5 / 5) = 2.2
     assert float(parts.detach()) == approx(float(whole.detach()))
 

@@ -30,7 +30,8 @@ def lm(tiny_model_dir):
 def test_the_feedback_turn_is_the_templates_text_and_the_log_probs_are_exact(lm):
     model, tok = lm
     question = "What is 2 + 2?"
-    prompt = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True)
+    prompt = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                     add_generation_prompt=True)
     script = tok.encode("5", add_special_tokens=False) + [tok.eos_token_id]  # a wrong answer, then end of turn
     seen = []
 

@@ -39,11 +39,13 @@ def report():
 
 
 def _rows(rows: list[dict]) -> str:
-    return "\n".join(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} info={r['info']}" for r in rows)
+    return "\n".join(f"  [{r['family']}/{r['variant']}] gold={r['gold']!r} pred={r['pred']!r} info={r['info']}"
+                     for r in rows)
 
 
 def test_bounded_differential_run_finds_no_false_positive(report) -> None:
-    assert not report.fp, f"{len(report.fp)} false positives (the reward paid, the oracle says different):\n" + _rows(report.fp)
+    assert not report.fp, (f"{len(report.fp)} false positives (the reward paid, the oracle says different):\n"
+                           + _rows(report.fp))
 
 
 def test_the_run_is_not_vacuous(report) -> None:
@@ -63,14 +65,16 @@ REGRESSIONS = [
     # reported by the outside grammar fuzzer (issue 22)
     ("500", "0,500", "different", "a decimal comma: 0.5 (or the pair 0, 500), never 500"),
     ("1000", "01,000", "different", "a leading-zero group is no thousands separator: 1.0 in a decimal-comma locale"),
-    ("4", " 3\ufffdqI 4(Ganswer\ufffd00\ufffd\ufffd", "different", "random-model junk offering 3, 4 and 00 states no answer"),
+    ("4", " 3\ufffdqI 4(Ganswer\ufffd00\ufffd\ufffd", "different",
+     "random-model junk offering 3, 4 and 00 states no answer"),
     # scale words are dropped as if they were units
     ("5", "5 thousand", "different", "'thousand' multiplies: 5000, not a unit word to drop"),
     ("12", "12 dozen", "different", "12 dozen is 144"),
     ("2", "2 million", "different", "2 million is 2,000,000"),
     ("\\frac{5}{3}", "\\frac{5}{3} billion", "different", "a scale word after a fraction, same cause"),
     # a number the text says is wrong is paid (last-number fallback, answer phrase)
-    ("1125", "I think 1125 is incorrect.", "different", "the completion rejects 1125; the fallback takes its last number"),
+    ("1125", "I think 1125 is incorrect.", "different",
+     "the completion rejects 1125; the fallback takes its last number"),
     ("9", "Not $9$.", "different", "'Not 9.' is no answer of 9"),
     ("$n=2, 3, 4$", "The answer is not $n=2, 3, 4$.", "different", "'not n' is read as the name of the left-hand side"),
     # whitespace inside digits is dropped by the string rule
@@ -97,7 +101,8 @@ REGRESSIONS = [
     ("4800", "ANS$ising 3 answer   4800", "different", "ANS$ising: a sub-word glued to '$'"),
     ("595", "( éanswer 0 answer= 595", "different", "'answer=' inside junk is no answer phrase"),
     ("1", " 1ĠANS 1ĠThe)_00▁the(G", "different", "tokenizer artefacts with digit runs 1 and 00"),
-    ("-\\frac{2}{3}", "éxANSanswer 1 ing: -\\frac{2}{3}", "different", "words around two values: math-verify picks one"),
+    ("-\\frac{2}{3}", "éxANSanswer 1 ing: -\\frac{2}{3}", "different",
+     "words around two values: math-verify picks one"),
     ("440", " 3ingANS 440_ANSqI1ingx", "different", "digits glued to sub-words (3ing, qI1)"),
     ("160", "\\#\\= 00 é= 160", "different", "an accented letter glued to '='"),
     ("842", "é(x{ 3 == 842", "different", "a bare line whose brackets never close"),
@@ -106,16 +111,23 @@ REGRESSIONS = [
     ("34", "inganswer  = 1 =  34", "different", "'1 = 34' is no derivation"),
     # negation that the last-number fallback ignored
     ("36^\\circ", "I think 36^\\circ is incorrect.", "different", "a unit between the number and 'is incorrect'"),
-    ("\\$18.90", "It is not \\$18.90, it is \\$18.900.", "different", "denies the value it then asserts (18.90 = 18.900)"),
-    ("52_8", "It is not 52_8, it is 42_8.", "different", "the last number is the base numeral 42_8 (34), never its digits 42"),
-    ("6,600", "The answer is not 6,600.", "different", "'answer is not N': the phrase is negated, never the fallback's last number"),
+    ("\\$18.90", "It is not \\$18.90, it is \\$18.900.", "different",
+     "denies the value it then asserts (18.90 = 18.900)"),
+    ("52_8", "It is not 52_8, it is 42_8.", "different",
+     "the last number is the base numeral 42_8 (34), never its digits 42"),
+    ("6,600", "The answer is not 6,600.", "different",
+     "'answer is not N': the phrase is negated, never the fallback's last number"),
     # found by --pairs 100000 --seed 2
-    ("\\frac{\\sqrt{21}}{5}", " | | 1 || \\frac{\\sqrt{21}}{5}", "different", "1 and the fraction across bars: not |1| times it"),
-    ("420", "ingis:  2 =  420", "different", "an equation whose left side is junk with a number: math-verify compared its right side"),
+    ("\\frac{\\sqrt{21}}{5}", " | | 1 || \\frac{\\sqrt{21}}{5}", "different",
+     "1 and the fraction across bars: not |1| times it"),
+    ("420", "ingis:  2 =  420", "different",
+     "an equation whose left side is junk with a number: math-verify compared its right side"),
     ("-9", "-9_00  ", "different", "a signed numeral with base 00: no base, never -9"),
-    ("15\\mbox{ cm}^2", "15\\mbox{ cm}^2 is wrong, the answer is 15\\mbox{ cm}^4.", "different", "cm^4 is not cm^2: both units dropped"),
+    ("15\\mbox{ cm}^2", "15\\mbox{ cm}^2 is wrong, the answer is 15\\mbox{ cm}^4.", "different",
+     "cm^4 is not cm^2: both units dropped"),
     # found by --pairs 100000 --seed 3
-    ("y = 2x + 3", "={$) 12 |: y = 2x + 3", "different", "a bare line whose braces do not pair: math-verify took the equation"),
+    ("y = 2x + 3", "={$) 12 |: y = 2x + 3", "different",
+     "a bare line whose braces do not pair: math-verify took the equation"),
     ("11,800", "is\u200b = 1 !  11,800", "different", "1! and 11,800 side by side: not the product"),
     ("6000", "ANSé$ab 00 $ab 6000", "different", "no word of prose: the last number of junk"),
     ("624", "ab ANS: 0 (is 624", "different", "no word of prose: the last number of junk"),
@@ -155,13 +167,19 @@ def test_regression_rows(gold: str, pred: str, expected: str, why: str) -> None:
 # ---------------------------------------------------------------------------- 3. the oracle
 
 ORACLE_CASES = [
-    ("500", "0,500", "different"), ("0.5", "0,5", "undecided"), ("1000", "1,000", "equal"), ("1000", "1.000", "undecided"),
-    ("1000", "1 000", "equal"), ("1000", "1'000", "equal"), ("1000", "1\\,000", "equal"), ("12345678", "12.345.678", "equal"),
+    ("500", "0,500", "different"), ("0.5", "0,5", "undecided"), ("1000", "1,000", "equal"),
+    ("1000", "1.000", "undecided"),
+    ("1000", "1 000", "equal"), ("1000", "1'000", "equal"), ("1000", "1\\,000", "equal"),
+    ("12345678", "12.345.678", "equal"),
     ("5000", "5 thousand", "equal"), ("50", "5%", "different"), ("0.5", "50%", "undecided"), ("7", "007", "equal"),
-    ("\\frac{3}{4}", "\\dfrac34", "equal"), ("\\frac{3}{4}", "0.75", "equal"), ("\\frac{3}{4}", "\\frac{4}{3}", "different"),
-    ("\\frac{\\sqrt{21}}{5}", "\\sqrt{21}/5", "equal"), ("x^2+7x+10", "(x+2)(x+5)", "equal"), ("p - q", "q - p", "different"),
-    ("(6,31,-1)", "(6, 31, 1)", "different"), ("[0, \\infty)", "[0,\\infty)", "equal"), ("5", "The answer is not 5.", "different"),
-    ("5", "The answer is 5.", "equal"), ("\\frac{1}{3}", "0.333333", "undecided"), ("2\\frac{1}{2}", "2.5", "undecided"),
+    ("\\frac{3}{4}", "\\dfrac34", "equal"), ("\\frac{3}{4}", "0.75", "equal"),
+    ("\\frac{3}{4}", "\\frac{4}{3}", "different"),
+    ("\\frac{\\sqrt{21}}{5}", "\\sqrt{21}/5", "equal"), ("x^2+7x+10", "(x+2)(x+5)", "equal"),
+    ("p - q", "q - p", "different"),
+    ("(6,31,-1)", "(6, 31, 1)", "different"), ("[0, \\infty)", "[0,\\infty)", "equal"),
+    ("5", "The answer is not 5.", "different"),
+    ("5", "The answer is 5.", "equal"), ("\\frac{1}{3}", "0.333333", "undecided"),
+    ("2\\frac{1}{2}", "2.5", "undecided"),
     ("\\sqrt{2}", "2^{1/2}", "equal"), ("54", "204_5", "equal"), ("4", "4 or 5", "different"), ("5", "５", "equal"),
 ]
 
@@ -182,7 +200,8 @@ def test_the_oracle_does_not_import_rewardlab() -> None:
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.Import, ast.ImportFrom)):
             names = [fn.module or ""] if isinstance(fn, ast.ImportFrom) else [a.name for a in fn.names]
-            assert not any(n.startswith("rewardlab") for n in names) or _inside(tree, fn, "run_differential"), ast.dump(fn)
+            assert not any(n.startswith("rewardlab") for n in names) or _inside(tree, fn,
+                                                                                "run_differential"), ast.dump(fn)
 
 
 def _inside(tree: ast.AST, node: ast.AST, name: str) -> bool:

@@ -78,7 +78,8 @@ def _redos_findings(source: str, filename: str) -> list[str]:
             continue
         for redos in find(parsed):
             if redos.starriness > 2:  # cubic or worse, as regexploit's own CLI reports
-                out.append(f"{filename}:{rx.lineno}: {rx.pattern!r} (starriness {redos.starriness}, e.g. {redos.example()!r:.80})")
+                out.append(f"{filename}:{rx.lineno}: {rx.pattern!r} (starriness {redos.starriness}, e.g. "
+                           f"{redos.example()!r:.80})")
     return out
 
 

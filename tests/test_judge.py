@@ -116,8 +116,10 @@ def test_cache_hits_and_its_key(live, tmp_path):
     judge = judge_for(live.url)
     for _ in range(3):
         r = judge("\\boxed{7}", "7", question=Q)
-    assert r.score == 1.0 and r.info["cache"] == "hit" and r.info["usage"] == {"prompt_tokens": 0, "completion_tokens": 0}
-    assert len(live.app.state.requests) == 1 and judge.stats()["hits"] == 2 and r.info["cache_hit_rate"] == pytest.approx(2 / 3, abs=1e-3)
+    assert (r.score == 1.0 and r.info["cache"] == "hit"
+            and r.info["usage"] == {"prompt_tokens": 0, "completion_tokens": 0})
+    assert (len(live.app.state.requests) == 1 and judge.stats()["hits"] == 2
+            and r.info["cache_hit_rate"] == pytest.approx(2 / 3, abs=1e-3))
     judge("\\boxed{7}", "7", question=Q + " ")  # another question: another key
     judge_for(live.url, temperature=0.5, cache=judge.cache)("\\boxed{7}", "7", question=Q)  # other sampling
     judge_for(live.url, template=DEFAULT_TEMPLATE + "\n", cache=judge.cache)("\\boxed{7}", "7", question=Q)

@@ -83,7 +83,8 @@ WITNESS = {
     "fence": ("forged_reference", naive, ("restate",)),  # the restatement check also stops this row
     "restate": ("sycophancy", sycophant, ()),
 }
-EXTRA_WITNESS = {"copy": "reference_in_prompt", "opener": "lets_solve_boxed", "claim": "claim_boxed", "hedge": "box_list"}
+EXTRA_WITNESS = {"copy": "reference_in_prompt", "opener": "lets_solve_boxed", "claim": "claim_boxed",
+                 "hedge": "box_list"}
 
 ROWS = {row[0]: row for row in HACKS}
 

@@ -83,7 +83,8 @@ def test_build_reward_makes_a_judge_a_hybrid_or_a_clear_error(tmp_path):
             "judge_concurrency": "3", "judge_template": str(template), "judge_failure_score": "-1"}
     judge, name = build_reward(build_config(None, over), [])
     assert isinstance(judge, JudgeReward) and name == "judge"
-    assert (judge.base_url, judge.model, judge.deadline, judge.max_concurrency) == ("http://127.0.0.1:9/v1", "m", 2.5, 3)
+    assert ((judge.base_url, judge.model, judge.deadline, judge.max_concurrency)
+            == ("http://127.0.0.1:9/v1", "m", 2.5, 3))
     assert judge.template == template.read_text() and judge.scores["judge_error"] == judge.scores["judge_timeout"] == -1
     assert judge.messages(Q, "7", "7")[1]["content"] == f"Q: {Q}\nGold: 7\nAnswer: 7\nEquivalent?"
 

@@ -133,9 +133,11 @@ def test_avg_at_n_and_its_stderr():
 
 
 def test_solve_rate_histogram():
-    records = [{"scores": [1.0, 0.0, 0.0, 1.0]}, {"scores": [1.0] * 4}, {"scores": [0.0] * 4}, {"scores": [0.0, 1.0, 1.0, 1.0]}]
+    records = [{"scores": [1.0, 0.0, 0.0, 1.0]}, {"scores": [1.0] * 4}, {"scores": [0.0] * 4},
+               {"scores": [0.0, 1.0, 1.0, 1.0]}]
     assert solve_rate_histogram(records) == {"0/4": 1, "1/4": 0, "2/4": 1, "3/4": 1, "4/4": 1}
-    assert solve_rate_histogram([{"scores": [1.0]}, {"scores": [0.0, 1.0]}]) == {"0/1": 0, "1/1": 1, "0/2": 0, "1/2": 1, "2/2": 0}
+    assert (solve_rate_histogram([{"scores": [1.0]}, {"scores": [0.0, 1.0]}])
+            == {"0/1": 0, "1/1": 1, "0/2": 0, "1/2": 1, "2/2": 0})
 
 
 def test_mixed_classes_are_counted():

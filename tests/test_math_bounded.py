@@ -191,7 +191,8 @@ def test_power_factorial_binomial_switch_to_magnitudes_at_the_budget() -> None:
     assert isinstance(bounded.power(Fraction(10), 5001), Huge)
     assert bounded.power(Fraction(-2), 3) == -8 and bounded.power(Fraction(2), -2) == Fraction(1, 4)
     assert bounded.power(Fraction(-1), 10**18) == 1  # a sign, not a loop
-    assert isinstance(bounded.power(Fraction(-3), 10**9 + 1), Huge) and bounded.power(Fraction(-3), 10**9 + 1).sign == -1
+    assert (isinstance(bounded.power(Fraction(-3), 10**9 + 1), Huge)
+            and bounded.power(Fraction(-3), 10**9 + 1).sign == -1)
     assert bounded.factorial(20) == math.factorial(20)
     assert isinstance(bounded.factorial(10**6), Huge)
     assert bounded.factorial(10**6).log10 == pytest.approx(math.lgamma(10**6 + 1) / math.log(10))

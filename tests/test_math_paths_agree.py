@@ -32,7 +32,8 @@ def _agree(completion: str, gold: str) -> None:
     assert slow.score == fast.score, (completion[:200], gold, fast.info, slow.info)
 
 
-piece = st.tuples(st.sampled_from(FRAGMENTS) | st.text(max_size=4), st.sampled_from([1, 2, 3, 8])).map(lambda t: t[0] * t[1])
+piece = (st.tuples(st.sampled_from(FRAGMENTS) | st.text(max_size=4), st.sampled_from([1, 2, 3, 8]))
+         .map(lambda t: t[0] * t[1]))
 hostile = st.lists(piece, min_size=1, max_size=20).map("".join)
 
 

@@ -15,7 +15,8 @@ import pytest
 from rewardlab.rewards import ExtractionPolicy, MathReward, get_reward, math_reward, score_batch
 from rewardlab.rewards.math.extract import extract_answer, extract_gold
 
-GSM_GOLD_72 = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips altogether.\n#### 72"
+GSM_GOLD_72 = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
+               "Natalia sold 48+24 = <<48+24=72>>72 clips altogether.\n#### 72")
 GSM_GOLD_1200 = "The price is 3*400=<<3*400=1200>>1200 dollars.\n#### 1200"
 MATH_GOLD_34 = "We have $x = \\frac{3}{4}$ since $4x = 3$. So the answer is $\\boxed{\\frac{3}{4}}$."
 
@@ -32,13 +33,15 @@ CASES = [
     ("#### $1200", GSM_GOLD_1200, 1.0, "currency sign after ####"),
     ("The answer is $1,200.00.", GSM_GOLD_1200, 1.0, "dollar amount with cents"),
     ("The answer is 1,201.", GSM_GOLD_1200, 0.0, "off by one"),
-    ("First 3*400=1200. Then we subtract 200 to get 1000.\n#### 1000", GSM_GOLD_1200, 0.0, "final #### wins over chain numbers"),
+    ("First 3*400=1200. Then we subtract 200 to get 1000.\n#### 1000", GSM_GOLD_1200, 0.0,
+     "final #### wins over chain numbers"),
     ("#### 72\n#### 73", GSM_GOLD_72, 0.0, "the last #### counts"),
     ("The answer is: 72", "72", 1.0, "answer colon"),
     ("**Answer:** 72", "72", 1.0, "markdown bold answer"),
     ("Final Answer: **72**", "72", 1.0, "final answer in bold"),
     ("Final Answer: The final answer is $72$. I hope it is correct.", "72", 1.0, "minerva format"),
-    ("Final Answer: The final answer is 72. I hope it is correct.<|im_start|>user\nNext question: 5", "72", 1.0, "chat-template leak after the answer is cut"),
+    ("Final Answer: The final answer is 72. I hope it is correct.<|im_start|>user\nNext question: 5", "72", 1.0,
+     "chat-template leak after the answer is cut"),
     ("The answer is 72 apples.", "72", 1.0, "unit word after the number"),
     ("The answer is 7.2", "72", 0.0, "decimal point misplaced"),
     ("The answer is -72", "72", 0.0, "sign matters"),
@@ -60,7 +63,8 @@ CASES = [
     ("First $\\boxed{2}$. Wait, actually $\\boxed{3}$.", "2", 0.0, "self-correction: earlier box not paid"),
     ("<think>Maybe \\boxed{8}?</think> The answer is $\\boxed{9}$.", "9", 1.0, "box inside think is ignored"),
     ("<think>So \\boxed{8}.</think> Final: $\\boxed{9}$.", "8", 0.0, "think answer not paid"),
-    ("The interest is $\\boxed{200}$, so in total $10,200 + 255 = 10,455$. The final answer is $10,455$.", "10455", 1.0, "answer phrase after an intermediate box"),
+    ("The interest is $\\boxed{200}$, so in total $10,200 + 255 = 10,455$. The final answer is $10,455$.", "10455", 1.0,
+     "answer phrase after an intermediate box"),
     ("The answer is $\\boxed{}$.", "0", 0.0, "empty box"),
     ("$\\boxed{-3}$", "-3", 1.0, "negative boxed"),
     ("$\\boxed{14{,}916}$", "14916", 1.0, "braced thousands separator"),
@@ -173,7 +177,8 @@ CASES = [
     ("The roots are $\\boxed{1,-2}$.", "-2, 1", 1.0, "bare list reordered"),
     ("$\\boxed{2, 3, 5}$", "2, 3, 5, 7", 0.0, "incomplete list"),
     ("$\\boxed{1, 5, 7}$", "1, 5", 0.0, "extra element"),
-    ("$x = 1$ or $x = -2$, so $\\boxed{x = 1 \\text{ or } x = -2}$", "\\{1,-2\\}", 1.0, "or-list of assignments vs set"),
+    ("$x = 1$ or $x = -2$, so $\\boxed{x = 1 \\text{ or } x = -2}$", "\\{1,-2\\}", 1.0,
+     "or-list of assignments vs set"),
     ("$\\boxed{(2, -5)}$", "(2,-5)", 1.0, "point"),
     ("$\\boxed{(-5, 2)}$", "(2,-5)", 0.0, "swapped coordinates"),
     ("$\\boxed{(0.5, 1.5)}$", "\\left(\\frac12, \\frac32\\right)", 1.0, "point with decimals vs fractions"),
@@ -186,9 +191,12 @@ CASES = [
     ("$\\boxed{1, 3, 5, \\ldots, 2n-1}$", "1, 2, \\ldots, n", 0.0, "different patterns"),
     ("$\\boxed{1 \\pm \\sqrt{19}}$", "1 + \\sqrt{19}, 1 - \\sqrt{19}", 1.0, "plus-minus vs list (sympy)"),
     # --- matrices
-    ("$\\boxed{\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}}$", "\\begin{bmatrix} 1 & 0 \\\\ 0 & 1 \\end{bmatrix}", 1.0, "pmatrix vs bmatrix"),
-    ("$\\boxed{\\begin{pmatrix} 1 & 2 \\\\ 3 & 5 \\end{pmatrix}}$", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", 0.0, "one entry differs"),
-    ("$\\boxed{\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}}$", "\\begin{pmatrix} -\\frac{1}{3} \\\\ \\frac{2}{3} \\end{pmatrix}", 1.0, "vector entries as fractions"),
+    ("$\\boxed{\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}}$", "\\begin{bmatrix} 1 & 0 \\\\ 0 & 1 \\end{bmatrix}",
+     1.0, "pmatrix vs bmatrix"),
+    ("$\\boxed{\\begin{pmatrix} 1 & 2 \\\\ 3 & 5 \\end{pmatrix}}$", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+     0.0, "one entry differs"),
+    ("$\\boxed{\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}}$",
+     "\\begin{pmatrix} -\\frac{1}{3} \\\\ \\frac{2}{3} \\end{pmatrix}", 1.0, "vector entries as fractions"),
     # --- text answers and choices
     ("Therefore $\\boxed{\\text{Evelyn}}$ is our answer.", "\\text{Evelyn}", 1.0, "name"),
     ("$\\boxed{\\text{Briana}}$", "\\text{Evelyn}", 0.0, "wrong name"),
@@ -200,7 +208,8 @@ CASES = [
     ("$\\boxed{\\text{East}}$", "\\text{east}", 1.0, "direction word"),
     ("The meeting falls on a $\\boxed{\\text{Friday}}$.", "\\text{Friday}", 1.0, "weekday"),
     # --- reward hacking and missing answers
-    ("The answer is $\\boxed{1}$ or $\\boxed{2}$ or $\\boxed{3}$ or $\\boxed{4}$.", "2", 0.0, "several boxed candidates"),
+    ("The answer is $\\boxed{1}$ or $\\boxed{2}$ or $\\boxed{3}$ or $\\boxed{4}$.", "2", 0.0,
+     "several boxed candidates"),
     ("$\\boxed{5 \\text{ or } 6}$", "5", 0.0, "two candidates in one box"),
     ("$\\boxed{1,2,3,4,5,6,7,8,9,10}$", "5", 0.0, "every candidate in one box"),
     ("$\\boxed{5 \\pm 1}$", "5", 0.0, "plus-minus hedge"),
@@ -229,9 +238,11 @@ CASES = [
     ("$\\boxed{(12,102)}$", "(12, 102)", 1.0, "comma inside a pair is not a thousands separator"),
     ("$\\boxed{x \\in [-2,7]}$", "-2 \\le x \\le 7", 1.0, "membership vs double inequality"),
     ("$\\boxed{x \\ge 1}$", "(1, \\infty)", 0.0, "closed vs open endpoint"),
-    ("$\\boxed{\\frac{x^2}{16} + \\frac{y^2}{12} = \\frac14}$", "\\frac{x^2}{4} + \\frac{y^2}{3} = 1", 1.0, "ellipse equation scaled"),
+    ("$\\boxed{\\frac{x^2}{16} + \\frac{y^2}{12} = \\frac14}$", "\\frac{x^2}{4} + \\frac{y^2}{3} = 1", 1.0,
+     "ellipse equation scaled"),
     ("$\\boxed{5x - 7y + 11z + 4 = 0}$", "x + y - z + 2 = 0", 0.0, "different planes"),
-    ("$\\boxed{F_n = \\sum_{k=0}^{n-1} F_k F_{n-k-1}}$", "F_n = \\sum_{k=0}^{n-1} F_k F_{n-k-1}", 1.0, "identical symbolic sum"),
+    ("$\\boxed{F_n = \\sum_{k=0}^{n-1} F_k F_{n-k-1}}$", "F_n = \\sum_{k=0}^{n-1} F_k F_{n-k-1}", 1.0,
+     "identical symbolic sum"),
     ("$\\boxed{(x+1)^{1000}}$", "(1+x)^{1000}", 1.0, "huge power kept unexpanded"),
     # --- adversarial inputs that must neither hang nor be paid wrongly
     ("$\\boxed{9^{9^{9^{9}}}}$", "3", 0.0, "power tower, compared by magnitude"),
@@ -260,15 +271,18 @@ CASES = [
     ("1 000", "1000", 1.0, "a space as the separator"),
     ("0 500", "500", 0.0, "but not after a leading 0"),
     # --- one extraction policy: the slow path grades the extracted answer whole (issue 22)
-    (" 3\ufffdqI 4(Ganswer\ufffd00\ufffd\ufffd", "4", 0.0, "random-model junk: math-verify used to pick the 4 out of it"),
+    (" 3\ufffdqI 4(Ganswer\ufffd00\ufffd\ufffd", "4", 0.0,
+     "random-model junk: math-verify used to pick the 4 out of it"),
     (" 4(Ganswer\ufffd", "4", 0.0, "the same junk with the right number first"),
     # --- extraction from real completions (tests/data/real_completions.jsonl; issue 22)
     ("4 + 6 equals 10.", "10", 1.0, "'equals' states a result: was compared as text"),
     ("9 + 4 is 13.", "13", 1.0, "'is' after an arithmetic expression states a result"),
     ("The answer is simply 10.", "10", 1.0, "a filler word after the answer phrase"),
-    ("So the answer is 10, because adding 8 and 2 is like adding 2.", "10", 1.0, "the phrase's number, not its sentence's last"),
+    ("So the answer is 10, because adding 8 and 2 is like adding 2.", "10", 1.0,
+     "the phrase's number, not its sentence's last"),
     ("\\boxed{N} is 8 + 2, a total of 10.", "10", 1.0, "a box holding the prompt's placeholder is no answer"),
-    ("4 + 6 = 10\n\nI added 4 and 6 to get it.", "10", 1.0, "later numbers that only repeat the operands do not override"),
+    ("4 + 6 = 10\n\nI added 4 and 6 to get it.", "10", 1.0,
+     "later numbers that only repeat the operands do not override"),
     ("3 + 7 is incorrect.", "10", 0.0, "the restated question is not evaluated for the model"),
     ("The answer is: 3 + 7", "10", 0.0, "an unevaluated expression is not its result"),
     ("To find the total we take the 10 boxes in the store and then we need to multiply them by", "10", 0.0,
@@ -290,7 +304,8 @@ CASES = [
     ("3 + 6 is 9, but in this session math is based on rules that include exaggerations.", "9", 1.0,
      "'but' alone retracts nothing"),
     ("But the most important example is actually: 4 + 4 = 8, 8 x", "8", 0.0, "cut mid-formula: no answer stated"),
-    ("Both sides can be expressed as 2 + 2, I add them together to get 4. Here is the difference:\n\n(2 + 2) - (2 + 2) = ", "4", 1.0,
+    ("Both sides can be expressed as 2 + 2, I add them together to get 4. Here is the difference:\n\n(2 + 2) - (2 + 2) "
+     "= ", "4", 1.0,
      "a trailing '=' is not an unfinished answer: the result before it stands"),
     ("The answer would be 15, which is only true when you add 8 and 7. So, the answer would actually", "15", 0.0,
      "a completion that ends announcing its answer was cut before stating it"),
@@ -299,7 +314,8 @@ CASES = [
     ("I think 15 is incorrect.", "15", 0.0, "a number the text calls incorrect is no answer"),
     ("The answer is not 15.", "15", 0.0, "a negated answer phrase is no answer"),
     ("Not $15$.", "15", 0.0, "a bare 'Not N' is no answer"),
-    ("not it's not 10 it's 1,000.99m²", "1000.99", 1.0, "a leading 'not' that negates another value does not negate the answer"),
+    ("not it's not 10 it's 1,000.99m²", "1000.99", 1.0,
+     "a leading 'not' that negates another value does not negate the answer"),
     ("234 thousand", "234", 0.0, "a scale word multiplies: 234000"),
     ("0.5 thousand", "500", 1.0, "0.5 thousand is 500, exactly"),
     ("2 dozen eggs", "24", 1.0, "a scale word, then a unit"),
@@ -496,7 +512,8 @@ def test_cli_bad_input_is_one_line(args, message) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "rewardlab", "reward", *args], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "rewardlab", "reward", *args], capture_output=True, text=True,
+                          timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

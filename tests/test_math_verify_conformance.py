@@ -41,24 +41,30 @@ DEADLINE = 5.0  # worker CPU seconds per case for the slow path (math_verify_con
 SLOW_MACHINE_WALL_CAP = 60.0
 
 # Every current false positive (paid, label False), as regression rows. All are config-dependent:
-#   id       test                                  gold              pred                      why the label is False
-#   mvt-031  test_all.py::test_latex_notation      $9$               "Answer $ \n 9 \n $"      LaTeX-only extraction refuses inline math split over lines;
-#                                                                                             math-verify's default call pays it
-#   mvt-032  test_all.py::test_latex_notation      $9$               "Answer \( \n 9 \n \)"    same, \( \)
-#   mvt-192  test_all.py::test_set_rel_assymetry   $x \in [-2,7]$    "$-2 \\le x \\le 7$"      allow_set_relation_comp=False (a set gold vs a relation
-#                                                                                             pred); the same pair is labelled True with =True
-#   mvt-200  test_configs.py::test_boxed_match_priority   -          "\boxed{1}"               parse() must find nothing with boxed_match_priority=-1
-#   mvt-202  test_configs.py::test_normalization_config   -          "$\frac12$"               parse() must find nothing with malformed_operators=False
+#   id       test                                  gold              pred
+#            why the label is False
+#   mvt-031  test_all.py::test_latex_notation      $9$               "Answer $ \n 9 \n $"
+#            LaTeX-only extraction refuses inline math split over lines; math-verify's default call pays it
+#   mvt-032  test_all.py::test_latex_notation      $9$               "Answer \( \n 9 \n \)"
+#            same, \( \)
+#   mvt-192  test_all.py::test_set_rel_assymetry   $x \in [-2,7]$    "$-2 \\le x \\le 7$"
+#            allow_set_relation_comp=False (a set gold vs a relation pred); the same pair is labelled True with =True
+#   mvt-200  test_configs.py::test_boxed_match_priority   -          "\boxed{1}"
+#            parse() must find nothing with boxed_match_priority=-1
+#   mvt-202  test_configs.py::test_normalization_config   -          "$\frac12$"
+#            parse() must find nothing with malformed_operators=False
 KNOWN_FP = {"mvt-031", "mvt-032", "mvt-192", "mvt-200", "mvt-202"}
 
 # Current false negatives (not paid, label True), by class:
 #   main:
 #     mvt-007  2.74 vs "Soucis : 2,74 $ a.."   a short sentence is taken whole as a bare answer (text_vs_number)
-#     mvt-030  $10$ vs "Answer \( (9+1) \)"     unevaluated expression: not paid by policy (as mv-023 of the public corpus)
+#     mvt-030  $10$ vs "Answer \( (9+1) \)"     unevaluated expression: not paid by policy (as mv-023 of the public
+#                                               corpus)
 #     mvt-167  $(1,3)$ vs "${1,3}$"             the peer equates a tuple gold with a set pred ((3,1) vs {1,3} is False)
 #     mvt-228  "\\boxed{W(n) = 1 \\text{ and } W(n) = -1" vs "W(x)=1orW(x)=-1"   'or'-joined equations, other variable
 #     mvt-277  F_n = sum F_k F_{n-k-1} vs sum F_{n-k-1} F_k   a product commuted inside a sum (too_complex)
-#     mvt-281  $1 - \frac{1}{\mathrm{e}}$ vs $1 + \frac{1}{\mathrm{e}}$   labelled True by the peer; not equal (we are right)
+#     mvt-281  $1 - \frac{1}{\mathrm{e}}$ vs $1 + \frac{1}{\mathrm{e}}$   labelled True by the peer; not equal (we are
+#                                                                         right)
 #   config-dependent: test_precision 1/3 vs 0.333, 1/3 + 1 vs 1.333, \frac{1}{3} vs 0.3333 (float_rounding 3-4);
 #     test_complex_math_expressions pmatrix(1/3, 1/5) vs (0.33, 0.2), (3/5, 8/3] vs (0.6, 2.6667] (float_rounding=2);
 #     test_configs "final answer is $9999$, \boxed{1}" is 9999 (boxed_match_priority=100); test_strict f(x) vs f(y)

@@ -183,7 +183,8 @@ def test_typo_model_next_to_an_existing_default_run_says_does_not_exist(tmp_path
     assert default.name == "gspo-arith-SmolLM2-135M-Instruct"
     assert _run_name(TrainConfig(model="./typo")) == "gspo-arith-typo"
     assert _run_name(TrainConfig(model="runs/a/checkpoints/step-000020/")) == "gspo-arith-a-step-000020"
-    assert _run_name(TrainConfig(algo="dapo", task="data/mine.jsonl", model="Qwen/Qwen2.5-0.5B")) == "dapo-mine.jsonl-Qwen2.5-0.5B"
+    assert (_run_name(TrainConfig(algo="dapo", task="data/mine.jsonl", model="Qwen/Qwen2.5-0.5B"))
+            == "dapo-mine.jsonl-Qwen2.5-0.5B")
     fake_run(tmp_path / default, ["train", "--threads", "1"])
     before = snapshot(tmp_path / default)
     one_line_error(run_cli(["train", "--model", "./typo", "--threads", "1"], cwd=tmp_path),
@@ -229,7 +230,8 @@ def test_ctrl_c_finishes_the_step_saves_and_exits_130(tiny_model_dir, tmp_path):
     code, output = _wait(proc, 240)
     assert code == 130, output[-3000:]
     assert "stopping after this step and saving a checkpoint" in output
-    assert f"interrupted: stopped after step 2 with its checkpoint saved; rerun the same command to resume from {out}" in output
+    assert (f"interrupted: stopped after step 2 with its checkpoint saved; rerun the same command to resume from {out}"
+            in output)
     assert "Traceback" not in output
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]  # the step that was running finished and was logged

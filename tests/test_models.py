@@ -64,7 +64,8 @@ def test_not_a_causal_lm(tiny_model_dir, tmp_path):
     from transformers import AutoConfig
 
     folder = tmp_path / "t5"
-    AutoConfig.for_model("t5", vocab_size=100, d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8).save_pretrained(folder)
+    AutoConfig.for_model("t5", vocab_size=100, d_model=16, d_ff=32, num_layers=1, num_heads=2,
+                         d_kv=8).save_pretrained(folder)
     for f in Path(tiny_model_dir).iterdir():
         if f.name.startswith("tokenizer") or f.name.endswith(".jinja"):
             shutil.copy(f, folder / f.name)
@@ -196,7 +197,8 @@ def test_embedded_default_model(monkeypatch, tmp_path):
     again, _ = load_model("default")  # from the cache this time
     assert again.rewardlab_provenance["path"] == str(cache)
     out = HFEngine(again, tok).generate(
-        [format_prompt(tok, "What is 2 plus 3? Answer with a number.")], 1, SamplingParams(max_new_tokens=16, temperature=0.0)
+        [format_prompt(tok, "What is 2 plus 3? Answer with a number.")], 1,
+        SamplingParams(max_new_tokens=16, temperature=0.0)
     )[0]
     assert "5" in out.text
 
@@ -208,7 +210,8 @@ def fake_gguf(monkeypatch, tmp_path, tiny_model_dir):
 
     real_tok, real_model = transformers.AutoTokenizer.from_pretrained, transformers.AutoModelForCausalLM.from_pretrained
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: real_tok(tiny_model_dir))
-    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: real_model(tiny_model_dir))
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a,
+                        **k: real_model(tiny_model_dir))
     fake = tmp_path / "m.gguf"
     fake.write_bytes(b"GGUF")
     return fake
@@ -270,7 +273,8 @@ def _fake_cache(tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     target = models.default_cache_path()
     shutil.copytree(tiny_model_dir, target)
-    (target / "rewardlab_provenance.json").write_text(json.dumps({"model": DEFAULT_MODEL, "weights": "Q4_1-dequantized"}))
+    (target / "rewardlab_provenance.json").write_text(json.dumps({"model": DEFAULT_MODEL,
+                                                                  "weights": "Q4_1-dequantized"}))
     return target
 
 

@@ -67,7 +67,8 @@ def test_logprobs_are_under_the_warped_distribution(lm):
     """temperature / top-k: the recorded log-prob is log_softmax(top_k(logits / T)) at the token."""
     model, tok = lm
     T, K = 0.7, 20
-    (t,) = rollout_with_tools(model, tok, ["Hello"], n=1, sampling=SamplingParams(max_new_tokens=16, temperature=T, top_k=K, seed=5),
+    (t,) = rollout_with_tools(model, tok, ["Hello"], n=1,
+                              sampling=SamplingParams(max_new_tokens=16, temperature=T, top_k=K, seed=5),
                               execute=execute, max_total_tokens=16)
     full = torch.tensor([t.prompt_ids + t.token_ids])
     with torch.no_grad():
@@ -310,7 +311,8 @@ def test_the_engine_path_continues_exact_ids_across_fences_and_tools(lm):
     assert t.token_ids[: len(script)] == script and t.turns[0]["code"] == "print(2+3)" and t.turns[0]["stdout"] == "5\n"
     assert len(engine.calls) >= 3  # the opening fence, the closing fence, then the turn after the observation
     o1 = t.turns[0]["observation"][1]
-    assert t.token_ids[t.turns[0]["observation"][0] : o1] == tok.encode("\n```output\n5\n```\n", add_special_tokens=False)
+    assert t.token_ids[t.turns[0]["observation"][0] : o1] == tok.encode("\n```output\n5\n```\n",
+                                                                        add_special_tokens=False)
     assert_sampler_logprobs(model, t, o1)
 
 
@@ -320,7 +322,8 @@ def test_chat_format_observations_are_the_templates_tool_message(lm):
     the ids up to the next turn decode to exactly the template's rendering, and log-probs stay exact."""
     model, tok = lm
     question = "What is 2 + 3?"
-    prompt = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True)
+    prompt = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                     add_generation_prompt=True)
     script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
     (t,) = rollout_with_tools(Scripted(model, script), tok, [prompt], n=1, sampling=_sampling(24, seed=1),
                               execute=execute, max_turns=2, max_total_tokens=120, observation_format="chat")

@@ -174,7 +174,8 @@ def test_label_references_rule():
     assert adapter.label_references([]) == [None]
     assert adapter.label_references(None) == [None]
     assert adapter.label_references(True) is None and adapter.label_references([["4"]]) is None
-    assert adapter.label_references(['{"inputs": ["1"], "outputs": ["2"]}']) == [{"cases": [{"stdin": "1", "stdout": "2"}]}]
+    assert (adapter.label_references(['{"inputs": ["1"], "outputs": ["2"]}'])
+            == [{"cases": [{"stdin": "1", "stdout": "2"}]}])
     res = adapter.score_queries("math", ["Q \\boxed{4}"], ["Q "], [["5", "4", "4.0"]])
     assert res[0].score == 1.0 and res[0].info["label_index"] == 1 and res[0].info["label_choices"] == 3
 

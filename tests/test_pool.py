@@ -105,7 +105,8 @@ def test_reward_is_unpickled_once_per_worker() -> None:
         assert pool.warmup()
         scores = []
         for c in "abcdef":
-            out = pool.call(CountingReward(), (c, c), deadline=5.0, key="fixed", payload=__import__("pickle").dumps(CountingReward()))
+            out = pool.call(CountingReward(), (c, c), deadline=5.0, key="fixed",
+                            payload=__import__("pickle").dumps(CountingReward()))
             status, value = out.status, out.value
             assert status == "ok"
             scores.append(value.score)

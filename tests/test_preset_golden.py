@@ -42,7 +42,8 @@ _UNSEEDED = re.compile(r"time|_s$|/s$|per_s|throughput|mem|wall|cpu|elapsed|eta|
 
 
 def _seeded(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if not _UNSEEDED.search(k) and isinstance(v, (int, float, str, bool))} for r in rows]
+    return [{k: v for k, v in r.items() if not _UNSEEDED.search(k)
+             and isinstance(v, (int, float, str, bool))} for r in rows]
 
 
 REL_TOL, ABS_TOL = 1e-5, 1e-6

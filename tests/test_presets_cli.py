@@ -151,11 +151,13 @@ def test_resume_equals_straight_run_with_every_option_on(options, tiny_model_dir
     resumed = train_cli(tmp_path / "b", tiny_model_dir, *common, "--steps", "4")
 
     def strip(rows):
-        return [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/")) and k != "tokens/s"} for r in rows]
+        return [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))
+                 and k != "tokens/s"} for r in rows]
 
     assert strip(straight) == strip(resumed)
     ckpt = "checkpoints/step-000004"
-    wa, wb = load_file(tmp_path / "a/run" / ckpt / "model.safetensors"), load_file(tmp_path / "b/run" / ckpt / "model.safetensors")
+    wa, wb = (load_file(tmp_path / "a/run" / ckpt / "model.safetensors"),
+              load_file(tmp_path / "b/run" / ckpt / "model.safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     sa = torch.load(tmp_path / "a/run" / ckpt / "trainer_state.pt", weights_only=False)
     sb = torch.load(tmp_path / "b/run" / ckpt / "trainer_state.pt", weights_only=False)
@@ -178,7 +180,8 @@ def test_lora_through_the_cli_trains_adapters_only_and_resumes_exactly(tiny_mode
     straight = train_cli(tmp_path / "a", tiny_model_dir, *common, "--steps", "4")
     train_cli(tmp_path / "b", tiny_model_dir, *common, "--steps", "2")
     resumed = train_cli(tmp_path / "b", tiny_model_dir, *common, "--steps", "4")
-    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/")) and k != "tokens/s"} for r in rows]
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))
+                           and k != "tokens/s"} for r in rows]
     assert strip(straight) == strip(resumed)
     last = tmp_path / "a/run/checkpoints/step-000004"
     assert (last / "adapter_model.safetensors").is_file() and not (last / "model.safetensors").exists()

@@ -9,12 +9,18 @@ stored; completions that copy the question keep what the model wrote.
 =======================  ====  ==========================================================================
 source                   rows  command (REWARDLAB_DATA_DIR=../shared/data, output under /tmp)
 =======================  ====  ==========================================================================
-eval:arith:t1.0           256  ``rewardlab eval default --suite arith --limit 64 --n 4 --temperature 1.0 --max-new-tokens 64``
-eval:arith:greedy         128  ``rewardlab eval default --suite arith --limit 128 --n 1 --temperature 0 --max-new-tokens 64``
-eval:gsm8k:t1.0           120  ``rewardlab eval default --suite gsm8k --limit 30 --n 4 --temperature 1.0 --max-new-tokens 160``
-eval:gsm8k:greedy          60  ``rewardlab eval default --suite gsm8k --limit 60 --n 1 --temperature 0 --max-new-tokens 160``
-eval:gsm8k_train:t0.8      80  a spec naming task gsm8k, split train (same prompt), ``--limit 40``, n=2, temperature 0.8, 160 tokens
-train:arith                96  ``rewardlab.train.loop`` rollouts.jsonl of ``rewardlab train --steps 3 --max-new-tokens 64``
+eval:arith:t1.0           256  ``rewardlab eval default --suite arith --limit 64 --n 4 --temperature 1.0
+                               --max-new-tokens 64``
+eval:arith:greedy         128  ``rewardlab eval default --suite arith --limit 128 --n 1 --temperature 0 --max-new-tokens
+                               64``
+eval:gsm8k:t1.0           120  ``rewardlab eval default --suite gsm8k --limit 30 --n 4 --temperature 1.0
+                               --max-new-tokens 160``
+eval:gsm8k:greedy          60  ``rewardlab eval default --suite gsm8k --limit 60 --n 1 --temperature 0 --max-new-tokens
+                               160``
+eval:gsm8k_train:t0.8      80  a spec naming task gsm8k, split train (same prompt), ``--limit 40``, n=2, temperature
+                               0.8, 160 tokens
+train:arith                96  ``rewardlab.train.loop`` rollouts.jsonl of ``rewardlab train --steps 3 --max-new-tokens
+                               64``
 train:arith:seed1         128  ``rewardlab train --steps 4 --seed 1 --max-new-tokens 48`` (rollouts.jsonl)
 train:gsm8k                32  ``rewardlab train --task gsm8k --steps 2 --prompts-per-step 4 --max-new-tokens 128``
 =======================  ====  ==========================================================================
@@ -79,7 +85,8 @@ def test_the_ceilings_meet_issue_22() -> None:
 #     train:arith:seed1:arith/train/1/1/208:s2g1r11x3  '6' last_number: 'You know, the "6" way.' then junk
 #     eval:arith:t1.0:arith/test/1/0/7:2            '14' last_number: "usually 14, but to simplify, ..." (strict)
 #     eval:arith:t1.0:arith/test/1/0/61:1           '10' last_number: "(8 + 2 = 10), is somewhat misleading" (strict)
-#     train:arith:arith/train/1/0/1002:s2g1r11x0    '8'  last_number: "the most important example is ... 4 + 4 = 8, 8 x" (strict)
+#     train:arith:arith/train/1/0/1002:s2g1r11x0    '8'  last_number: "the most important example is ... 4 + 4 = 8, 8 x"
+#                                                        (strict)
 #     train:arith:arith/train/1/0/1961:s1g1r1x1     '6'  last_number: "Three is indeed 6 and ten." (strict)
 #   the restated question, evaluated:
 #     eval:arith:t1.0:arith/test/1/0/8:3            '2+9'   bare: "So the answer written below is:\n\n2+9"
@@ -87,7 +94,8 @@ def test_the_ceilings_meet_issue_22() -> None:
 #   a later number overriding the stated answer:
 #     train:arith:seed1:arith/train/1/1/3565:s3g1r16x0  '16' last_number: "57\n57 = 16 in Roman numeral form."
 #     train:gsm8k:gsm8k/train/5594:s2g1r4x1         '5'  last_number: answers "1", later "When you round up to 5"
-#     train:arith:seed1:arith/train/1/1/3421:s1g1r4x0  '6' last_number: "1. Exactly, 1. So there's only one solution to 5 + 1 = 6." (strict)
+#     train:arith:seed1:arith/train/1/1/3421:s1g1r4x0  '6' last_number: "1. Exactly, 1. So there's only one solution to
+#                                                      5 + 1 = 6." (strict)
 # False negatives (not paid, label true):
 #   "a + b equals N" / "is N" / a sentence around the equation, read as text (rule text_vs_number / math_verify):
 #     eval:arith:t1.0:arith/test/1/0/0:1            "3 + 1 equals 4."
@@ -106,7 +114,8 @@ def test_the_ceilings_meet_issue_22() -> None:
 #     train:arith:arith/train/1/0/87:s2g1r12x0      '7 + 9 = 16\n\n... Add a soft link with "9" at the end.'
 #     train:arith:seed1:arith/train/1/1/3565:s3g1r16x1 "7 + 9 = 16 In my app, where I recommended7 + 9, ..."
 #     train:arith:seed1:arith/train/1/1/868:s4g1r27x2  "6 + 4 = 10\n... 6 + 4 = 10.\n\n... interpretation of 6 + 4: It"
-#     train:arith:seed1:arith/train/1/1/3783:s1g1r6x1  "The most direct solution is 8 + 1 = 9. However, ... around a 2 decimal"
+#     train:arith:seed1:arith/train/1/1/3783:s1g1r6x1  "The most direct solution is 8 + 1 = 9. However, ... around a 2
+#                                                      decimal"
 #     train:arith:arith/train/1/0/2631:s3g1r16x1    "... 5 + 8 = 13.\n\n... We have now added the H. Fascine 12."
 #     train:arith:arith/train/1/0/634:s3g1r18x1     "3 + 1 = 4\n\nhold-nine\n\n1-10"
 #     eval:arith:t1.0:arith/test/1/0/43:3           "2 + 9 = 11, \n<verse>\n(1 "
@@ -114,7 +123,8 @@ def test_the_ceilings_meet_issue_22() -> None:
 #   the answer phrase's last number wins:
 #     eval:arith:t1.0:arith/test/1/0/16:0           "So the answer is 14, because ... (like adding a seven to 2)."
 #   refused as ambiguous on a harmless "or":
-#     eval:arith:t1.0:arith/test/1/0/38:3           "You have 4 plus 7, or 4 + 7 equals 11 and that is how the number 9 ..."
+#     eval:arith:t1.0:arith/test/1/0/38:3           "You have 4 plus 7, or 4 + 7 equals 11 and that is how the number 9
+#                                                   ..."
 #     eval:arith:t1.0:arith/test/1/0/53:3           "... is simply (2+4) or 6 which is 6 ..."
 # The placeholder-box class ("\boxed{N} is 8 + 2, a total of 10") does not occur here: the model
 # rarely writes \boxed, and its 9 completions that mention it leave it empty.
@@ -144,7 +154,8 @@ def test_false_positives_and_negatives_at_most_the_ceilings(rows) -> None:
 
     def show(items) -> str:
         return "\n".join(f"  {r['id']} (reviewed={r['reviewed']}) gold={r['gold']!r} pred={x.info.get('pred')!r} "
-                         f"extraction={x.info.get('extraction')} status={x.info.get('status')}: {r['completion'][:160]!r}"
+                         f"extraction={x.info.get('extraction')} status={x.info.get('status')}: "
+                         f"{r['completion'][:160]!r}"
                          for r, x in items)
 
     assert len(fp) <= MAX_FP, f"{len(fp)} false positives (ceiling {MAX_FP}):\n{show(fp)}"

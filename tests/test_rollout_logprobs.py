@@ -169,7 +169,8 @@ def test_lengths_follow_stop_string_cuts(tiny):
 
 def test_greedy_reports_finite_raw_logprob_of_the_argmax(tiny):
     model, tok = tiny
-    comps = HFEngine(model, tok, batch_size=4).generate(_texts(tok), 2, SamplingParams(max_new_tokens=8, temperature=0.0))
+    comps = HFEngine(model, tok, batch_size=4).generate(_texts(tok), 2,
+                                                        SamplingParams(max_new_tokens=8, temperature=0.0))
     _check_lengths(comps)
     logits, ids, lengths = _response_logits(model, tok, comps)
     for i, n in enumerate(lengths):

@@ -44,7 +44,8 @@ def test_response_shape_success_and_failures(url):
     assert set(rr) == {"status", "execution_time", "return_code", "stdout", "stderr"}
     assert (rr["status"], rr["return_code"], rr["stdout"]) == ("Finished", 0, "cba\n")
     err = post(url, {"code": "import sys\nprint('x')\nsys.exit(3)", "language": "python", "stdin": ""})
-    assert err["status"] == "Failed" and (err["run_result"]["status"], err["run_result"]["return_code"]) == ("Finished", 3)
+    assert err["status"] == "Failed" and (err["run_result"]["status"],
+                                          err["run_result"]["return_code"]) == ("Finished", 3)
     tb = post(url, {"code": "1/0", "language": "python"})
     assert "ZeroDivisionError" in tb["run_result"]["stderr"]
     slow = post(url, {"code": "import time\ntime.sleep(30)", "language": "python", "run_timeout": 1})
@@ -100,7 +101,8 @@ def test_builtin_task_through_verls_client(url, lang):
         if compare != "whitespace":  # verl compares text after stripping trailing newlines only
             in_outs["outputs"] = [None] * len(cases)  # run-only: our reward compares (below)
         if verl_knows:
-            res, meta = check_correctness(url, in_outs, row["solution"], timeout=30, language=FUSION_NAME.get(lang, lang))
+            res, meta = check_correctness(url, in_outs, row["solution"], timeout=30,
+                                          language=FUSION_NAME.get(lang, lang))
             assert all(x is True for x in res), (row["id"], res, meta)
         if compare == "whitespace":
             res, meta = check_correctness(url, in_outs, row["wrong_solution"], timeout=30,

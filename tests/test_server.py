@@ -203,7 +203,8 @@ def test_1000_requests_from_50_concurrent_clients(live):
             for j in range(per_client):
                 k = i * per_client + j
                 boxed = "\\boxed{%d}" % k if k % 3 else "\\boxed{%d} \\boxed{%d}" % (k, k)
-                body = {"query": [f"P{k} {boxed}", f"P{k} plain"], "prompts": [f"P{k}", f"P{k}"], "labels": [str(k), str(k)]}
+                body = {"query": [f"P{k} {boxed}", f"P{k} plain"], "prompts": [f"P{k}", f"P{k}"],
+                        "labels": [str(k), str(k)]}
                 r = await c.post("/get_reward", json=body)
                 want = [1.5 if k % 3 else 0.5, 0.0]  # two boxes: the label is there, one_answer is not paid
                 out.append((r.status_code, r.json()["rewards"], want))

@@ -170,7 +170,8 @@ def test_each_distinct_prompt_is_prefilled_once(tiny):
     assert seen.shapes[0][0] == len(texts)  # one prefill row per prompt...
     assert all(s == (len(texts) * 8, 1) for s in seen.shapes[1:])  # ...then one token for each of the 24 rows
     with _Batches(model) as seen:
-        HFEngine(model, tok, batch_size=64, shared_prefix=False).generate(texts, 8, SamplingParams(max_new_tokens=6, seed=0))
+        HFEngine(model, tok, batch_size=64, shared_prefix=False).generate(texts, 8,
+                                                                          SamplingParams(max_new_tokens=6, seed=0))
     assert seen.shapes[0][0] == len(texts) * 8  # the plain path prefills every copy
 
 

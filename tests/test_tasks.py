@@ -212,10 +212,12 @@ def test_custom_jsonl(tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text(
         json.dumps({"prompt": "1+1?", "answer": "2"}) + "\n"
-        + json.dumps({"id": "b", "prompt": [{"role": "user", "content": "2+2?"}], "reference": "4", "reward": "math", "level": 1}) + "\n"
+        + json.dumps({"id": "b", "prompt": [{"role": "user", "content": "2+2?"}], "reference": "4", "reward": "math",
+                      "level": 1}) + "\n"
     )
     rows = load_task(str(path))
-    assert rows[0] == Row("mine/0", [{"role": "user", "content": "1+1?"}], "2", {"reward": "math", "task": "mine", "source": str(path)})
+    assert rows[0] == Row("mine/0", [{"role": "user", "content": "1+1?"}], "2",
+                          {"reward": "math", "task": "mine", "source": str(path)})
     assert rows[1].id == "b" and rows[1].reference == "4" and rows[1].meta["level"] == 1
     path.write_text(json.dumps({"prompt": "x"}) + "\n")
     with pytest.raises(RewardlabError, match="missing field answer"):

@@ -238,7 +238,8 @@ def test_resume_equals_straight_run(tiny_model_dir, tmp_path):
     assert "resuming from step-000002" in resumed.stdout
 
     def strip(rows: list[dict]) -> list[dict]:
-        return [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/")) and k != "tokens/s"} for r in rows]
+        return [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))
+                 and k != "tokens/s"} for r in rows]
 
     a, b = strip(read_jsonl(straight / "metrics.jsonl")), strip(read_jsonl(split / "metrics.jsonl"))
     assert [r["step"] for r in b] == [1, 2, 3, 4]

@@ -48,7 +48,8 @@ def test_overlap_finds_a_shared_13_gram_and_not_a_shared_shorter_phrase():
     train = [QUESTION, "What is 2 + 3?"]
     reworded = QUESTION.replace("How many clips", "What number of clips")  # 13-grams of the first sentence survive
     other = "Natalia sold clips to her friends. How many friends did she have in April and May altogether?"
-    assert overlapping(train, [("a", reworded), ("b", other), ("c", "what is 2 + 3"), ("d", "What is 2 + 4?")], 13) == ["a", "c"]
+    assert overlapping(train, [("a", reworded), ("b", other), ("c", "what is 2 + 3"), ("d", "What is 2 + 4?")],
+                       13) == ["a", "c"]
     assert overlapping(train, [("a", reworded)], 40) == []  # longer than any run they share
 
 
@@ -59,8 +60,11 @@ def test_question_text_leaves_the_template_out():
                 reference="1", meta={})
     assert question_text(plain) == "What is 1?"
     # the shared instruction line is no overlap: two different questions under one template
-    assert overlapping([question_text(row("t", "Tom has 3 apples and buys 4 more at the shop on Monday, how many now?"))],
-                       [("e", question_text(row("e", "A train leaves at noon and travels 60 miles an hour for two hours.")))],
+    assert overlapping([question_text(row("t",
+                                          "Tom has 3 apples and buys 4 more at the shop on Monday, how many now?"))],
+                       [("e", question_text(row("e",
+                                                "A train leaves at noon and travels 60 miles an hour for two "
+                                                "hours.")))],
                        5) == []
 
 

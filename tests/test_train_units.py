@@ -132,7 +132,8 @@ class _LogprobEngine:
             with torch.no_grad():
                 lp, _ = token_logprobs(self.model, pad_batch([s], 0, "cpu"))  # (1, R)
             lps = (lp[0, : len(c.token_ids)] - self.OFFSET).tolist()
-            out.append(VLLMCompletion(**{**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)}, "logprobs": lps}))
+            out.append(VLLMCompletion(**{**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)},
+                                         "logprobs": lps}))
         return out
 
     def load_weights(self, model):
@@ -180,7 +181,8 @@ def test_progress_text_shows_generation_cost_only_when_dynamic_sampling_filtered
     assert progress_text(plain) == "reward 0.500 | len 7.0"
     assert progress_text({**plain, "completions/generated": 96, "num_gen_batches": 3}).endswith(
         " | kept 32/96 in 3 rounds")
-    short = {**plain, "completions/generated": 128, "completions/kept": 24, "num_gen_batches": 4, "gen_budget_exhausted": 1}
+    short = {**plain, "completions/generated": 128, "completions/kept": 24, "num_gen_batches": 4,
+             "gen_budget_exhausted": 1}
     assert progress_text(short).endswith(" | kept 24/128 in 4 rounds (budget spent)")
     skipped = {"skipped": 1, "completions/generated": 32, "completions/kept": 0, "num_gen_batches": 1,
                "gen_budget_exhausted": 1}
