@@ -22,7 +22,7 @@ PIP_VLLM = $(VENV_VLLM)/bin/python -m pip --disable-pip-version-check -q
 .PHONY: test test-dist test-vllm vllm-venv bench-rollout mutation
 
 test:
-	REWARDLAB_DATA_DIR=$${REWARDLAB_DATA_DIR:-../shared/data} .venv/bin/python -m pytest -q
+	REWARDLAB_DATA_DIR=$${REWARDLAB_DATA_DIR:-../shared/data} .venv/bin/python -m pytest -q -n auto
 
 test-dist:
 	.venv/bin/python -m pytest -q -m '' tests/test_distributed*.py

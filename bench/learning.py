@@ -308,7 +308,7 @@ def main() -> None:
                 r = runs[side][-1]
                 print(f"  {side:<10} " + " ".join(f"{x:5.2f}" for x in r["curve"]))
             for side in ("rewardlab", "trl"):
-                print(f"  tokens     " + " ".join(f"{x:5.1f}" for x in runs[side][-1]["length"])
+                print("  tokens     " + " ".join(f"{x:5.1f}" for x in runs[side][-1]["length"])
                       + f"   ({side}: mean completion length)")
             r = runs["rewardlab"][-1]
             print("  generated  " + " ".join(f"{x:5d}" for x in r["generated"]) + "   (rewardlab; TRL "

@@ -44,7 +44,6 @@ import json
 import logging
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -254,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     rl = summary["rewardlab"]
     print(f"{args.file.name}: {len(cases)} cases from {meta.get('repo')}@{str(meta.get('commit'))[:12]} "
           f"({meta.get('licence', {}).get('spdx')}), {rl['config_dependent']['n']} config-dependent")
-    print(f"\nrewardlab agreement per test file (main | config-dependent):")
+    print("\nrewardlab agreement per test file (main | config-dependent):")
     print(f"{'file':<34} {'n':>4} {'agree':>6} {'FP':>3} {'FN':>3} | {'n':>3} {'agree':>5} {'FP':>3} {'FN':>3}")
     for f, g in summary["per_file"].items():
         m, d = g["main"], g["config_dependent"]

@@ -11,7 +11,6 @@ is generating must not touch that request.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import torch

@@ -160,7 +160,7 @@ def test_prepare_tokenizer_replaces_eos_pad_with_existing_token(tiny_model_dir):
 
 
 def test_prepare_tokenizer_adds_pad_and_resizes_when_needed(tiny_model_dir):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from rewardlab.testing import build_tokenizer
 
