@@ -324,16 +324,22 @@ class JudgeReward:
         """No call returns later than this many seconds after it starts."""
         return self.queue_timeout + self.deadline + 2.0
 
+    def _start(self, completion: Any, reference: Any, meta: dict) -> tuple[RewardResult | None, Any, Any]:
+        """``(result, None, None)`` when the fast part or a pre-filter decides; else ``(None, future, request)``."""
+        first = self.fast(completion, reference, **meta)
+        if first is not None:
+            return first, None, None
+        refused, req = self._prepare(completion, reference, meta)
+        if refused is not None:
+            return refused, None, None
+        return None, self._submit(req), req
+
     def __call__(self, completion: Any, reference: Any = None, **meta: Any) -> RewardResult:
         """Grade one completion (blocking; bounded by :attr:`hard_cap`). Never raises."""
         try:
-            first = self.fast(completion, reference, **meta)
-            if first is not None:
-                return first
-            refused, req = self._prepare(completion, reference, meta)
-            if refused is not None:
-                return refused
-            fut = self._submit(req)
+            done, fut, req = self._start(completion, reference, meta)
+            if done is not None:
+                return done
             try:
                 return fut.result(timeout=self.hard_cap)
             except TimeoutError:
@@ -345,13 +351,9 @@ class JudgeReward:
     async def areward(self, completion: Any, reference: Any = None, **meta: Any) -> RewardResult:
         """:meth:`__call__` for asyncio code (any event loop); the request runs on the judge's loop."""
         try:
-            first = self.fast(completion, reference, **meta)
-            if first is not None:
-                return first
-            refused, req = self._prepare(completion, reference, meta)
-            if refused is not None:
-                return refused
-            fut = self._submit(req)
+            done, fut, req = self._start(completion, reference, meta)
+            if done is not None:
+                return done
             try:
                 return await asyncio.wait_for(asyncio.wrap_future(fut), self.hard_cap)
             except asyncio.TimeoutError:
