@@ -12,15 +12,14 @@ generated from the fields (:mod:`rewardlab.commands.eval`), the way ``TrainConfi
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from rewardlab.errors import RewardlabError
 from rewardlab.eval.graders import GRADERS, GSM8K_VARIANTS, parse_graders
+from rewardlab.fields import attribute_docs
 from rewardlab.rollout.multiturn import TOOL_HINT
 
 DEFAULT_SUITE = "gsm8k,math500,humaneval"
@@ -177,12 +176,7 @@ def from_keywords(suite: str | Sequence[str] | None, out_dir: Any = None, **kw: 
 
 def field_docs() -> dict[str, str]:
     """Field name -> its one-line docstring (the ``--help`` text of its option)."""
-    body = ast.parse(inspect.getsource(EvalConfig)).body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
-            docs[node.target.id] = nxt.value.value.strip()
+    docs = attribute_docs(EvalConfig)
     graders = ", ".join(g for g in GRADERS if g != "rewardlab")
     return {name: doc.replace("{graders}", graders) for name, doc in docs.items()}
 

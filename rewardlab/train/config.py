@@ -22,10 +22,8 @@ numbers to change, printed at start-up and saved with the run::
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import inspect
 import os
 import re
 import typing
@@ -38,6 +36,7 @@ import yaml
 from rewardlab import algos, tasks
 from rewardlab.algos import ALGOS, Algo
 from rewardlab.errors import RewardlabError
+from rewardlab.fields import attribute_docs
 from rewardlab.models import check_model, resolve_device
 
 
@@ -240,17 +239,6 @@ class _Settings:
     """--eval-every: n of the start-up overlap check (eval problems sharing a word n-gram with a training question)."""
 
 
-def _attribute_docs(cls: type) -> dict[str, str]:
-    """Field name -> the string literal under it in ``cls``'s source (its one-line docstring)."""
-    body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
-            docs[node.target.id] = nxt.value.value.strip()
-    return docs
-
-
 ALGO_FIELDS: tuple[str, ...] = algos.FIELDS
 """The TrainConfig fields that override the preset: exactly ``algos.Algo``'s fields."""
 
@@ -267,8 +255,8 @@ TrainConfig.__doc__ = """Everything a training run needs: the settings above plu
 
 def field_docs() -> dict[str, str]:
     """Field name -> one-line docstring (the run settings', then the algorithm fields' from ``algos.Algo``)."""
-    algo_docs = _attribute_docs(Algo)
-    return {**_attribute_docs(_Settings), **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}}
+    algo_docs = attribute_docs(Algo)
+    return {**attribute_docs(_Settings), **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}}
 
 
 _HINTS: dict[str, Any] | None = None
