@@ -79,9 +79,11 @@ def _compare(compare: tuple[str, str], plot: str | None, as_json: bool) -> None:
 @click.option("--compare", nargs=2, type=str, default=None, metavar="A.json B.json",
               help="Compare two runs (paired on the same problems) instead of evaluating; a side may list "
                    "several results files of one model separated by commas.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="With --compare: write a PNG bar chart here.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="With --compare: write a PNG bar chart here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results (or comparison) as JSON instead of a table.")
-def eval_cmd(model: str | None, compare: tuple[str, str] | None, plot: str | None, as_json: bool, **settings: Any) -> None:
+def eval_cmd(model: str | None, compare: tuple[str, str] | None, plot: str | None, as_json: bool,
+             **settings: Any) -> None:
     """Evaluate MODEL (hub id, checkpoint folder, run directory, or 'default') on a benchmark suite."""
     if compare:
         if model:

@@ -27,7 +27,15 @@ from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
 from rewardlab.tasks import Row
 from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
-from rewardlab.train.config import TrainConfig, check_model, derive, resolve_algo, resolve_device, to_dict, total_token_budget
+from rewardlab.train.config import (
+    TrainConfig,
+    check_model,
+    derive,
+    resolve_algo,
+    resolve_device,
+    to_dict,
+    total_token_budget,
+)
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
 from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters

@@ -68,7 +68,8 @@ class _Settings:
     format_weight: float = 0.0
     """Weight of the 'format' reward component (0 = off)."""
     overlong_weight: float | None = None
-    """Shorthand for DAPO's soft overlong penalty: > 0 sets overlong on with overlong_factor = this weight, 0 sets it off (None = preset)."""
+    ("""Shorthand for DAPO's soft overlong penalty: > 0 sets overlong on with overlong_factor = this weight, 0 sets """
+     """it off (None = preset).""")
     reward_deadline: float = 5.0
     """Per-completion grading deadline in seconds (a timeout scores as a failure, never a hang)."""
     reward_workers: int | None = None
@@ -76,25 +77,32 @@ class _Settings:
 
     # --- judge (--reward judge: an LLM grades every answer; --reward hybrid: only what --judge-rule cannot) ---
     judge_url: str | None = None
-    """--reward judge/hybrid: the judge server's OpenAI-compatible base URL (vllm serve, SGLang, an API), e.g. http://127.0.0.1:8000/v1."""
+    ("""--reward judge/hybrid: the judge server's OpenAI-compatible base URL (vllm serve, SGLang, an API), e.g. """
+     """http://127.0.0.1:8000/v1.""")
     judge_model: str | None = None
     """--reward judge/hybrid: the judge model's name on that server (the API key comes from $OPENAI_API_KEY)."""
     judge_rule: str = "math"
-    """--reward hybrid: the rule reward that decides first (name or dotted path); the judge gets its too_complex/timeout/error/bad_gold items."""
+    ("""--reward hybrid: the rule reward that decides first (name or dotted path); the judge gets its """
+     """too_complex/timeout/error/bad_gold items.""")
     judge_system: str | None = None
-    """Judge: a file holding the system prompt, the rubric (None = the built-in strict grader); it must ask for the two-line verdict."""
+    ("""Judge: a file holding the system prompt, the rubric (None = the built-in strict grader); it must ask for """
+     """the two-line verdict.""")
     judge_template: str | None = None
-    """Judge: a file holding the user prompt, a template over {question}, {reference} and {answer} (None = the built-in blocks)."""
+    ("""Judge: a file holding the user prompt, a template over {question}, {reference} and {answer} (None = the """
+     """built-in blocks).""")
     judge_extract: str = "math"
-    """Judge: the answer it is shown: math (boxed, ####, 'the answer is'), text (those, else the last paragraph), or a dotted fn(completion)."""
+    ("""Judge: the answer it is shown: math (boxed, ####, 'the answer is'), text (those, else the last paragraph), """
+     """or a dotted fn(completion).""")
     judge_deadline: float = 30.0
-    """Judge: wall seconds per answer for all its attempts and retries (then judge_timeout; a dead server is judge_error sooner)."""
+    ("""Judge: wall seconds per answer for all its attempts and retries (then judge_timeout; a dead server is """
+     """judge_error sooner).""")
     judge_concurrency: int = 8
     """Judge: requests in flight at once; the reward threads (--reward-workers, default min(8, CPUs)) bound it too."""
     judge_cache: str | None = None
     """Judge: an sqlite file of verdicts shared by runs and processes (None = in memory, this run only)."""
     judge_failure_score: float = 0.0
-    """Judge: the score of judge_timeout, judge_error and judge_unparsed answers (counted as judge/status/... in metrics)."""
+    ("""Judge: the score of judge_timeout, judge_error and judge_unparsed answers (counted as judge/status/... in """
+     """metrics).""")
 
     # --- batch sizes ---
     steps: int = 20
@@ -126,9 +134,11 @@ class _Settings:
     vllm_sleep_mode: bool = False
     """vLLM engine (GPU only): free its KV cache and offload its weights between rollouts."""
     async_steps: int = 0
-    """Asynchronous rollout (rewardlab.train.async_rollout): generate the rollouts of steps t+1..t+k in a worker process while step t trains, by a policy at most k steps old (0 = synchronous, today's loop)."""
+    ("""Asynchronous rollout (rewardlab.train.async_rollout): generate the rollouts of steps t+1..t+k in a worker """
+     """process while step t trains, by a policy at most k steps old (0 = synchronous, today's loop).""")
     max_staleness: int | None = None
-    """--async-steps: drop (and regenerate) rollouts whose policy is more than this many steps old, counted as async/dropped (None = --async-steps)."""
+    ("""--async-steps: drop (and regenerate) rollouts whose policy is more than this many steps old, counted as """
+     """async/dropped (None = --async-steps).""")
     tools: str = "none"
     """Tool use: none, or python (multi-turn: the model may write ```python blocks; each runs in the sandbox and
     its output is inserted, loss-masked; the reward grades the model's last turn). HF or vLLM engine."""
@@ -417,12 +427,14 @@ def validate(cfg: TrainConfig) -> None:
         try:
             cfg.feedback_prompt.format(question="q", answer="a")
         except (KeyError, IndexError, ValueError) as e:
-            raise RewardlabError(f"--feedback-prompt must be a template over {{question}} and {{answer}}: {e}") from None
+            raise RewardlabError(
+                f"--feedback-prompt must be a template over {{question}} and {{answer}}: {e}") from None
     if cfg.feedback_train_every < 0 or (cfg.feedback_train_every and cfg.feedback != "policy"):
         raise RewardlabError("--feedback-train-every k trains the critic that is the policy (--feedback policy); "
                              "a separate critic model is not trained (k >= 0)")
     if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
-        raise RewardlabError(f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
+        raise RewardlabError(
+            f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
     _choice("dtype", cfg.dtype, ("auto", "float32", "bfloat16", "float16"))
     positive = ("steps", "prompts_per_step", "group_size", "epochs", "micro_batch_size", "max_new_tokens",
                 "rollout_batch_size", "max_gen_batches", "save_every")
@@ -443,7 +455,8 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError("--lora-rank must be >= 0, --lora-alpha > 0 and --lora-dropout in [0, 1)")
     if cfg.overlong_cache is not None and not 0 < cfg.overlong_cache < cfg.max_new_tokens:
         raise RewardlabError(
-            f"--overlong-cache must be between 1 and max_new_tokens-1 ({cfg.max_new_tokens - 1}), got {cfg.overlong_cache}"
+            f"--overlong-cache must be between 1 and max_new_tokens-1 ({cfg.max_new_tokens - 1}), "
+            f"got {cfg.overlong_cache}"
         )
     if cfg.eval_every < 0 or cfg.eval_samples < 1 or cfg.eval_temperature < 0 or cfg.eval_ngram < 1 or (
             cfg.eval_max_new_tokens is not None and cfg.eval_max_new_tokens < 1):
@@ -463,7 +476,8 @@ def validate(cfg: TrainConfig) -> None:
 
 
 def eval_suite_names(spec: str | None) -> list[str]:
-    """``--eval-suite "gsm8k, math500"`` -> ``["gsm8k", "math500"]``; each a task name (``arith:LEVEL``) or a ``.jsonl`` file."""
+    """``--eval-suite "gsm8k, math500"`` -> ``["gsm8k", "math500"]``; each a task name (``arith:LEVEL``) or a
+    ``.jsonl`` file."""
     names = list(dict.fromkeys(s.strip() for s in str(spec or "").split(",") if s.strip()))
     for name in names:
         if name.split(":")[0] not in tasks.TASKS and not name.endswith(".jsonl"):
@@ -506,12 +520,17 @@ class Derived:
         """A short human-readable table of the sizes."""
         return "\n".join(
             [
-                f"  prompts per step            {self.prompts_per_step}  x {self.completions_per_step // self.prompts_per_step} per group = {self.completions_per_step} completions",
-                f"  mini-batches x epochs       {self.mini_batches} x {self.epochs} = {self.optimizer_steps_per_rollout} optimizer steps per rollout"
+                f"  prompts per step            {self.prompts_per_step}"
+                f"  x {self.completions_per_step // self.prompts_per_step} per group"
+                f" = {self.completions_per_step} completions",
+                f"  mini-batches x epochs       {self.mini_batches} x {self.epochs}"
+                f" = {self.optimizer_steps_per_rollout} optimizer steps per rollout"
                 f"  ({'off-policy: old log-probs recomputed' if self.off_policy else 'on-policy: ratio is 1'})",
-                f"  completions per mini-batch  {self.completions_per_mini_batch} global, {self.completions_per_mini_batch_per_rank} per rank"
+                f"  completions per mini-batch  {self.completions_per_mini_batch} global,"
+                f" {self.completions_per_mini_batch_per_rank} per rank"
                 f" over {self.world_size} rank(s)",
-                f"  micro-batches               {self.micro_batches_per_mini_batch} of <= {self.micro_batch_size} per mini-batch per rank",
+                f"  micro-batches               {self.micro_batches_per_mini_batch} of <= {self.micro_batch_size}"
+                f" per mini-batch per rank",
                 f"  total optimizer steps       {self.total_optimizer_steps}",
             ]
         )
