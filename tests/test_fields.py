@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rewardlab.algos import Algo
-from rewardlab.eval.config import EvalConfig
 from rewardlab.fields import attribute_docs
+from rewardlab.rollout.tool_settings import ToolSettings
 
 
 @dataclass
@@ -54,8 +54,8 @@ def test_a_class_defined_inside_a_function_is_read_too():
 
 
 def test_the_settings_classes_document_every_field():
-    # every Algo and EvalConfig field has its --help line (an undocumented field would be an empty help)
-    for cls in (Algo, EvalConfig):
+    # every Algo and ToolSettings field has its --help line (an undocumented field would be an empty help)
+    for cls in (Algo, ToolSettings):
         docs = attribute_docs(cls)
         assert set(docs) == set(cls.__dataclass_fields__), cls
         assert all(docs.values()), cls

@@ -42,7 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     "algos": {"errors"},
     "models": {"errors"},
     "tasks": {"models", "errors", "rewards", "jsonl"},
-    "rollout": {"models", "errors"},
+    "rollout": {"models", "errors", "fields"},
     # train and eval run a tool rollout's code in the sandbox (--tools python)
     "train": {"algos", "rewards", "rollout", "sandbox", "tasks", "models", "logging", "plots", "locks", "errors",
               "fields"},

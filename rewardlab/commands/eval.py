@@ -45,12 +45,14 @@ def _option(f: dataclasses.Field, hint: Any, doc: str) -> Callable[[Callable], C
 
 
 def config_options(fn: Callable) -> Callable:
-    """Decorate ``fn`` with one option per command-line field of :class:`EvalConfig`, in field order."""
+    """Decorate ``fn`` with one option per command-line field of :class:`EvalConfig`, in :func:`field_docs`' order
+    (the fields', with the tool settings after ``--tools``)."""
     hints = typing.get_type_hints(EvalConfig)
     docs = field_docs()
-    for f in reversed(dataclasses.fields(EvalConfig)):
-        if f.metadata.get("cli", True):
-            fn = _option(f, hints[f.name], docs[f.name])(fn)
+    fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
+    for name in reversed(list(docs)):
+        if fields[name].metadata.get("cli", True):
+            fn = _option(fields[name], hints[name], docs[name])(fn)
     return fn
 
 

@@ -38,6 +38,8 @@ from rewardlab.algos import ALGOS, Algo
 from rewardlab.errors import RewardlabError
 from rewardlab.fields import attribute_docs
 from rewardlab.models import check_model, resolve_device
+from rewardlab.rollout import tool_settings
+from rewardlab.rollout.tool_settings import TOOLS, ToolSettings
 
 
 FEEDBACK_PROMPT = ("A student answered a question. In one or two sentences, say whether the answer is right and, "
@@ -142,21 +144,6 @@ class _Settings:
     tools: str = "none"
     """Tool use: none, or python (multi-turn: the model may write ```python blocks; each runs in the sandbox and
     its output is inserted, loss-masked; the reward grades the model's last turn). HF or vLLM engine."""
-    max_turns: int = 3
-    """--tools: most tool calls per trajectory (it ends after the last one's output)."""
-    max_total_tokens: int = 0
-    """--tools: most tokens per trajectory, observations included (0 = 4 x max_new_tokens); --max-new-tokens caps
-    the model's own tokens, in one turn and in all."""
-    tool_timeout: float = 2.0
-    """--tools: seconds one tool call may run in the sandbox."""
-    tool_episode_timeout: float = 0.0
-    """--tools: tool seconds per trajectory, all calls together (0 = max_turns x tool_timeout); once spent, a call
-    is not run and its observation says so."""
-    tool_format: str = "fenced"
-    """--tools: how a tool's output comes back: fenced (an ```output block inside the assistant's turn) or chat
-    (a tool message through the chat template, with its own separators)."""
-    tool_output_chars: int = 500
-    """--tools: most characters of a tool's output inserted (the rest is cut, and the observation says so)."""
     feedback: str = "none"
     """Dual-agent feedback: none; ref (a frozen copy of the starting policy), policy (the live policy with
     --feedback-prompt) or a model (hub id / folder) writes feedback on each answer; it comes back as a user turn
@@ -255,18 +242,26 @@ ALGO_FIELDS: tuple[str, ...] = algos.FIELDS
 _ALGO_TYPES = typing.get_type_hints(Algo)
 TrainConfig = dataclasses.make_dataclass(
     "TrainConfig",
-    [(name, _ALGO_TYPES[name] | None, dataclasses.field(default=None)) for name in ALGO_FIELDS],
+    [*tool_settings.config_fields(),
+     *[(name, _ALGO_TYPES[name] | None, dataclasses.field(default=None)) for name in ALGO_FIELDS]],
     bases=(_Settings,),
 )
 TrainConfig.__module__ = __name__
-TrainConfig.__doc__ = """Everything a training run needs: the settings above plus one optional field per
-``algos.Algo`` field (``None`` = the preset's value)."""
+TrainConfig.__doc__ = """Everything a training run needs: the settings above, the ``--tools`` settings (one field per
+``ToolSettings`` field, same name and default) and one optional field per ``algos.Algo`` field (``None`` = the
+preset's value)."""
 
 
 def field_docs() -> dict[str, str]:
-    """Field name -> one-line docstring (the run settings', then the algorithm fields' from ``algos.Algo``)."""
+    """Field name -> one-line docstring: the run settings' (the tool settings', from ``ToolSettings``, listed after
+    ``tools``), then the algorithm fields' from ``algos.Algo``."""
     algo_docs = attribute_docs(Algo)
-    return {**attribute_docs(_Settings), **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}}
+    docs: dict[str, str] = {}
+    for name, doc in attribute_docs(_Settings).items():
+        docs[name] = doc
+        if name == "tools":
+            docs.update(tool_settings.docs())
+    return {**docs, **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}}
 
 
 _HINTS: dict[str, Any] | None = None
@@ -393,13 +388,14 @@ def build_config(yaml_path: str | None = None, overrides: dict[str, Any] | None 
     return cfg
 
 
-TOOLS = ("none", "python")
-"""``--tools`` choices."""
+def tools_of(cfg: TrainConfig, **overrides: Any) -> ToolSettings:
+    """The run's ``--tools`` settings (its fields of :class:`ToolSettings`' names); ``overrides`` replace some."""
+    return tool_settings.settings_of(cfg, **overrides)
 
 
 def total_token_budget(cfg: TrainConfig) -> int:
     """``--tools``: the most tokens of a trajectory, observations included."""
-    return cfg.max_total_tokens or 4 * cfg.max_new_tokens
+    return tools_of(cfg).token_budget(cfg.max_new_tokens)
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -412,11 +408,7 @@ def validate(cfg: TrainConfig) -> None:
     _choice("algo", cfg.algo, ALGOS)
     _choice("rollout", cfg.rollout, ("hf", "vllm"))
     _choice("tools", cfg.tools, TOOLS)
-    _choice("tool_format", cfg.tool_format, ("fenced", "chat"))
-    if (cfg.max_turns < 1 or cfg.max_total_tokens < 0 or cfg.tool_output_chars < 1 or not cfg.tool_timeout > 0
-            or cfg.tool_episode_timeout < 0):
-        raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens and "
-                             "--tool-episode-timeout >= 0, --tool-timeout > 0")
+    tools_of(cfg).check()
     if cfg.feedback != "none":
         if cfg.tools != "none" or cfg.rollout != "hf":
             raise RewardlabError("--feedback runs on the HF engine without --tools (one or the other, for now)")
@@ -586,5 +578,6 @@ _DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
 """A device spelling (checked without importing torch; ``models.resolve_device`` checks the device itself)."""
 
 
-__all__ = ["ALGO_FIELDS", "ALGOS", "TrainConfig", "Derived", "build_config", "derive", "field_docs", "parse_overrides",
-           "resolve_algo", "to_dict", "validate", "resolve_device", "check_model", "eval_suite_names"]
+__all__ = ["ALGO_FIELDS", "ALGOS", "TOOLS", "TrainConfig", "Derived", "build_config", "derive", "field_docs",
+           "parse_overrides", "resolve_algo", "to_dict", "tools_of", "total_token_budget", "validate", "resolve_device",
+           "check_model", "eval_suite_names"]
