@@ -51,6 +51,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.decode import decode, eos_ids, inference_mode, prefill, row_streams, seeded
 from rewardlab.rollout.tool_settings import TOOL_FORMATS, ToolSettings, from_keywords
+from rewardlab.seeds import derive_seed
 
 _BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)\n?```", re.DOTALL)
 """A closed python block: the opening fence (``python`` or ``py`` tag, end of line), the code, the closing fence."""
@@ -272,7 +273,7 @@ def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingP
             stack.enter_context(inference_mode(model))
             stack.enter_context(seeded(sampling.seed, device))
             base = int(torch.randint(0, 2**62, (1,)))  # from the seed (or the global stream when seed is None)
-            rngs = {id(t): torch.Generator(device=device).manual_seed((base + 1_000_003 * k) % 2**63)
+            rngs = {id(t): torch.Generator(device=device).manual_seed(derive_seed("trajectory", base, k))
                     for k, t in enumerate(trajs)}
 
             def turn(live: list[Trajectory]) -> None:
@@ -282,7 +283,7 @@ def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingP
             def stream(k: int) -> Callable[[], int | None]:
                 calls = iter(range(10**9))
                 return lambda: (None if sampling.seed is None
-                                else (sampling.seed * 1_000_003 + k * 7919 + next(calls)) % 2**31)
+                                else derive_seed("trajectory_call", sampling.seed, k, next(calls)))
 
             seeds = {id(t): stream(k) for k, t in enumerate(trajs)}
 
