@@ -316,7 +316,8 @@ def test_what_verl_rejects_or_ignores(configs):
 def test_the_same_tests_pass_on_verl_0_8():
     if not (VERL_08 / "verl").is_dir():
         pytest.skip(".venv/verl-0.8.0 missing: run setup.sh")
-    env = {**os.environ, "VERL_UNDER_TEST": "0.8.0", "PYTHONPATH": str(VERL_08)}
+    # one reward worker: the session fixture warms the whole pool, and no test here depends on its size
+    env = {**os.environ, "VERL_UNDER_TEST": "0.8.0", "PYTHONPATH": str(VERL_08), "REWARDLAB_REWARD_WORKERS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", "not verl_0_8"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
