@@ -50,25 +50,30 @@ def warm_reward_pool():
 
 SLOW_FIRST: dict[str, float] = {
     "tests/test_distributed_train.py::test_torchrun_two_ranks": 65.0,  # both tests share one 2-rank run
-    "tests/test_verl_client.py::test_the_same_tests_pass_on_verl_0_8": 50.0,
     "tests/test_async.py::test_resume_regenerates_the_rollouts_in_flight_from_the_same_prompts": 49.0,
-    "tests/test_sandbox.py::test_attack_harness_auto_tier": 44.0,
-    "tests/test_sandbox.py::test_attack_harness_tier_b": 42.0,
     "tests/test_train_eval.py::test_eval_every_resumes_without_repeating_the_start": 42.0,
     "tests/test_train_eval.py::test_eval_every_logs_held_out_accuracy_and_plots_it": 40.0,
+    "tests/test_verl_client.py::test_the_same_tests_pass_on_verl_0_8": 35.0,
+    "tests/test_sandbox.py::test_attack_harness_auto_tier": 27.0,
     "tests/test_fuzz_coverage.py::test_atheris_finds_no_slow_hungry_or_raising_input": 27.0,
+    "tests/test_sandbox.py::test_attack_harness_tier_b": 26.0,
     "tests/test_train.py::test_resume_equals_straight_run": 25.0,
     "tests/test_train.py::test_sigkill_mid_run_resumes_from_last_complete_checkpoint": 24.0,
     "tests/test_models.py::test_embedded_default_model": 21.0,
     "tests/test_eval.py::test_cli_kill_and_resume": 20.0,
     "tests/test_train.py::test_ctrl_c_saves_and_exits_cleanly": 18.0,
+    "tests/test_sandbox_fusion.py::test_builtin_task_through_verls_client": 50.0,  # 8 languages, one server
     "tests/test_train_random_model.py::test_random_model_trains_five_steps_with_the_math_reward[dapo]": 16.0,
     "tests/test_train_random_model.py::test_random_model_trains_five_steps_with_the_math_reward[dr_grpo]": 15.0,
     "tests/test_train_random_model.py::test_random_model_trains_five_steps_with_the_math_reward[grpo]": 15.0,
     "tests/test_train_random_model.py::test_random_model_trains_five_steps_with_the_math_reward[gspo]": 15.0,
     "tests/test_train.py::test_bad_input_is_one_line_error": 16.0,
+    "tests/test_misuse_train.py::test_second_ctrl_c_stops_promptly_even_with_a_hung_reward": 15.0,
     "tests/test_server.py::test_1000_requests_from_50_concurrent_clients": 14.0,
+    "tests/test_eval.py::test_cli_tiny_model_every_benchmark": 13.0,
     "tests/test_distributed.py::test_two_rank_gloo_fsdp_matches_single_process": 12.0,
+    "tests/test_misuse_eval.py::test_eval_runs_and_releases_the_lock": 12.0,
+    "tests/test_eval.py::test_cli_arith_suite_uses_the_training_task_and_sampling": 11.0,
 }
 """Known-slow tests (node-id prefix -> about how many seconds they take with ``-n 2``, measured with
 ``--durations``). The tests one prefix matches stay together, in collection order (they may share a
