@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -50,12 +51,11 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_optimizer_state_dict,
-                                                     set_optimizer_state_dict)
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from rewardlab.errors import RewardlabError
+
+# torch.distributed.checkpoint.state_dict and torch.distributed.fsdp (DTensor ops, sympy: ~0.85 s)
+# are imported inside the functions that use them, so importing this module stays cheap.
 
 T = TypeVar("T")
 Number = TypeVar("Number", int, float, torch.Tensor)
@@ -307,6 +307,9 @@ def wrap_model(
         return model
     if not dist.is_initialized():
         raise RewardlabError("wrap_model: call distributed.init() under torchrun first")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
     mesh = init_device_mesh(info.device.type, (info.world_size,))
     mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
     for layer in _decoder_layers(model):
@@ -321,7 +324,12 @@ def wrap_model(
 
 
 def _fsdp_modules(model: nn.Module) -> list[nn.Module]:
-    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+    """The FSDP2 units of ``model``. A module can only be an ``FSDPModule`` once
+    ``torch.distributed.fsdp`` has been imported, so without it the answer is ``[]`` (no import)."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is None:
+        return []
+    return [m for m in model.modules() if isinstance(m, fsdp.FSDPModule)]
 
 
 @contextlib.contextmanager
@@ -378,6 +386,7 @@ def optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer) -> 
     """The optimizer state keyed by parameter names (not ids) and unsharded, so a checkpoint
     resumes on any number of ranks. Collective under FSDP; complete on rank 0 (other ranks may get
     an empty dict), on CPU."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
     return get_optimizer_state_dict(
         model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -392,6 +401,7 @@ def load_optimizer_state_dict(model: nn.Module, optimizer: torch.optim.Optimizer
 
     if not optimizer.state:
         optimizer.zero_grad(set_to_none=True)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
     if _fsdp_modules(model):
         options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
