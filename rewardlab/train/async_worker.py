@@ -6,6 +6,11 @@
     res = worker.result()                            # Result(rid, version, completions, gen_s, idle_s)
     worker.close()
 
+Streaming: the engine sends each chunk of a request's completions (``batch_size`` rows) as soon as it
+is decoded, while it decodes the next; a reader thread in the trainer receives them and hands each
+chunk to ``on_part(rid, context, completions)`` (the pipeline grades it there, in the reward pool, while the
+trainer updates), then assembles the request's :class:`Result` for :meth:`GenerationWorker.result`.
+
 Why a process and not a thread: the HF engine seeds and restores torch's *global* random generator
 around each ``generate`` (``rollout.decode.seeded``); in a thread that would race the trainer's own
 draws (dropout) and the RNG state a checkpoint saves. A process has its own generator, its own
@@ -22,7 +27,9 @@ from __future__ import annotations
 
 import copy
 import queue
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +59,19 @@ class Result:
     error: str | None = None
 
 
+@dataclass
+class Part:
+    """One decoded chunk of request ``rid``'s completions, in order (the worker streams them)."""
+
+    rid: int
+    completions: list[Completion]
+
+
+OnPart = Callable[[int, Any, list[Completion]], None]
+"""``on_part(rid, context, completions)``: called on the reader thread for each streamed chunk of request
+``rid``, in order (``context``: what :meth:`GenerationWorker.submit` was given)."""
+
+
 def _serve(model: Any, tokenizer: Any, version: int, batch_size: int, threads: int, requests: Any,
            results: Any) -> None:
     """The worker process: weight messages and generation requests, strictly in queue order."""
@@ -73,11 +93,12 @@ def _serve(model: Any, tokenizer: Any, version: int, batch_size: int, threads: i
             continue
         _, rid, prompts, n, sampling = msg
         t1 = time.perf_counter()
-        try:
-            outs, error = engine.generate(prompts, n, sampling), None
+        try:  # each chunk goes out as soon as it is decoded; the Result closes the request
+            engine.generate(prompts, n, sampling, on_chunk=lambda done, rid=rid: results.put(Part(rid, done)))
+            error = None
         except Exception as e:  # reported to the trainer, which raises it there
-            outs, error = None, f"{type(e).__name__}: {e}"
-        results.put(Result(rid, version, outs, time.perf_counter() - t1, idle, error))
+            error = f"{type(e).__name__}: {e}"
+        results.put(Result(rid, version, None, time.perf_counter() - t1, idle, error))
         idle = 0.0
 
 
@@ -89,7 +110,8 @@ def trainable_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 class GenerationWorker:
     """An :class:`~rewardlab.rollout.hf.HFEngine` in a spawned process over a copy of ``model``."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, version: int, batch_size: int, threads: int):
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, version: int, batch_size: int, threads: int,
+                 on_part: OnPart | None = None):
         ctx = mp.get_context("spawn")
         self._requests, self._results = ctx.Queue(), ctx.Queue()
         policy = copy.deepcopy(model).to("cpu").eval().requires_grad_(False)  # the worker's own copy
@@ -100,13 +122,52 @@ class GenerationWorker:
         self._answered = 0
         self.push_s = 0.0
         """Seconds spent snapshotting and sending weights (the trainer's side of the sync)."""
+        self._on_part = on_part
+        self._contexts: dict[int, Any] = {}  # rid -> submit's context, until its Result
+        self._done: queue.Queue[Result] = queue.Queue()  # assembled answers, in order
+        self._closing = threading.Event()
+        self._reading = False  # the reader holds a message (result() waits for it before calling the worker dead)
+        self._reader = threading.Thread(target=self._read, daemon=True, name="rewardlab-generation-reader")
+        self._reader.start()
 
-    def submit(self, prompts: list[str], n: int, sampling: SamplingParams) -> int:
-        """Queue ``n`` completions of each prompt; returns the request id (answers come in this order)."""
+    def submit(self, prompts: list[str], n: int, sampling: SamplingParams, context: Any = None) -> int:
+        """Queue ``n`` completions of each prompt; returns the request id (answers come in this order).
+        ``context`` is handed to ``on_part`` with each of the request's chunks."""
         rid = self._next
         self._next += 1
+        self._contexts[rid] = context  # before the request exists: its first chunk may come at once
         self._requests.put(("generate", rid, list(prompts), n, sampling))
         return rid
+
+    def _read(self) -> None:
+        """The reader thread: chunks to ``on_part`` as they come, then each request's assembled Result."""
+        parts: dict[int, list[Completion]] = {}
+        failed: dict[int, str] = {}
+        while not self._closing.is_set():
+            try:
+                msg = self._results.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            except (EOFError, OSError):  # the worker's end closed: result() reports the dead process
+                return
+            self._reading = True
+            self._take(msg, parts, failed)
+            self._reading = False
+
+    def _take(self, msg: Part | Result, parts: dict[int, list[Completion]], failed: dict[int, str]) -> None:
+        """One message from the worker: a chunk (graded now, kept for its request) or a request's end."""
+        if isinstance(msg, Part):
+            parts.setdefault(msg.rid, []).extend(msg.completions)
+            if self._on_part is not None and msg.rid not in failed:
+                try:
+                    self._on_part(msg.rid, self._contexts.get(msg.rid), msg.completions)
+                except Exception as e:  # the step that takes this request raises it
+                    failed[msg.rid] = f"grading its completions: {type(e).__name__}: {e}"
+            return
+        done = parts.pop(msg.rid, [])
+        self._contexts.pop(msg.rid, None)
+        error = msg.error or failed.pop(msg.rid, None)
+        self._done.put(Result(msg.rid, msg.version, None if error else done, msg.gen_s, msg.idle_s, error))
 
     def push(self, model: torch.nn.Module, version: int) -> None:
         """Send the trained weights as ``version``; requests queued after this one sample with them."""
@@ -119,11 +180,13 @@ class GenerationWorker:
         waited, limit = 0.0, START_TIMEOUT if self._answered == 0 else float("inf")
         while True:
             try:
-                res = self._results.get(timeout=1.0)
+                res = self._done.get(timeout=1.0)
                 break
             except queue.Empty:
                 waited += 1.0
-                if not self._proc.is_alive():
+                if not self._reader.is_alive():
+                    raise RewardlabError("the generation worker's reader thread stopped") from None
+                if not self._proc.is_alive() and not self._reading and self._results.empty():  # nothing left to read
                     raise RewardlabError(f"the generation worker died (exit code {self._proc.exitcode})") from None
                 if waited > limit:
                     raise RewardlabError(f"the generation worker gave no answer in {limit:g} s") from None
@@ -140,8 +203,10 @@ class GenerationWorker:
         if self._proc.is_alive():
             self._proc.terminate()
             self._proc.join(5)
+        self._closing.set()
+        self._reader.join(5)
         self._requests.cancel_join_thread()
         self._results.cancel_join_thread()
 
 
-__all__ = ["GenerationWorker", "Result", "trainable_snapshot"]
+__all__ = ["GenerationWorker", "OnPart", "Part", "Result", "trainable_snapshot"]
