@@ -5,7 +5,7 @@ under ``if TYPE_CHECKING``: all of them) is mapped to the package of the importe
 from one package to another must be an arrow of :data:`ALLOWED`, and the package graph must have
 no cycle. Packages are the concerns of docs/design.md:
 
-* utilities, which import nothing of rewardlab but ``errors``: errors, locks, logging, plots, jsonl
+* utilities, which import nothing of rewardlab but ``errors``: errors, locks, logging, plots, jsonl, fields, seeds
   (``testing`` may also import models, tasks and rewards);
 * ``algos`` (pure tensor code), ``models``, ``sandbox`` (the parent-side client of the code sandbox),
   ``rewards`` (which may use the sandbox), ``tasks`` (datasets and their rewards), ``rollout``
@@ -32,7 +32,7 @@ FLAT = {  # first dotted part under rewardlab -> package (flat modules of the ol
     "sandbox": "sandbox", "isolation": "sandbox",
     "__main__": "cli",
 }
-UTILITIES = {"errors", "locks", "logging", "plots", "jsonl"}
+UTILITIES = {"errors", "locks", "logging", "plots", "jsonl", "fields", "seeds"}
 TOP = {"commands", "cli", "server"}
 ALLOWED: dict[str, set[str]] = {
     **{u: {"errors"} for u in UTILITIES},
@@ -42,10 +42,12 @@ ALLOWED: dict[str, set[str]] = {
     "algos": {"errors"},
     "models": {"errors"},
     "tasks": {"models", "errors", "rewards", "jsonl"},
-    "rollout": {"models", "errors"},
+    "rollout": {"models", "errors", "fields", "seeds"},
     # train and eval run a tool rollout's code in the sandbox (--tools python)
-    "train": {"algos", "rewards", "rollout", "sandbox", "tasks", "models", "logging", "plots", "locks", "errors"},
-    "eval": {"rewards", "rollout", "sandbox", "tasks", "models", "plots", "locks", "errors", "jsonl"},
+    "train": {"algos", "rewards", "rollout", "sandbox", "tasks", "models", "logging", "plots", "locks", "errors",
+              "fields", "seeds"},
+    "eval": {"rewards", "rollout", "sandbox", "tasks", "models", "plots", "locks", "errors", "jsonl", "fields",
+             "seeds"},
     "adapters": {"rewards", "errors"},
 }
 ALWAYS = {"root"}  # rewardlab/__init__.py (the version string): importable from anywhere

@@ -45,12 +45,14 @@ def _option(f: dataclasses.Field, hint: Any, doc: str) -> Callable[[Callable], C
 
 
 def config_options(fn: Callable) -> Callable:
-    """Decorate ``fn`` with one option per command-line field of :class:`EvalConfig`, in field order."""
+    """Decorate ``fn`` with one option per command-line field of :class:`EvalConfig`, in :func:`field_docs`' order
+    (the fields', with the tool settings after ``--tools``)."""
     hints = typing.get_type_hints(EvalConfig)
     docs = field_docs()
-    for f in reversed(dataclasses.fields(EvalConfig)):
-        if f.metadata.get("cli", True):
-            fn = _option(f, hints[f.name], docs[f.name])(fn)
+    fields = {f.name: f for f in dataclasses.fields(EvalConfig)}
+    for name in reversed(list(docs)):
+        if fields[name].metadata.get("cli", True):
+            fn = _option(fields[name], hints[name], docs[name])(fn)
     return fn
 
 
@@ -79,9 +81,11 @@ def _compare(compare: tuple[str, str], plot: str | None, as_json: bool) -> None:
 @click.option("--compare", nargs=2, type=str, default=None, metavar="A.json B.json",
               help="Compare two runs (paired on the same problems) instead of evaluating; a side may list "
                    "several results files of one model separated by commas.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="With --compare: write a PNG bar chart here.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="With --compare: write a PNG bar chart here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results (or comparison) as JSON instead of a table.")
-def eval_cmd(model: str | None, compare: tuple[str, str] | None, plot: str | None, as_json: bool, **settings: Any) -> None:
+def eval_cmd(model: str | None, compare: tuple[str, str] | None, plot: str | None, as_json: bool,
+             **settings: Any) -> None:
     """Evaluate MODEL (hub id, checkpoint folder, run directory, or 'default') on a benchmark suite."""
     if compare:
         if model:

@@ -84,10 +84,13 @@ def _judge_options(fn: Any) -> Any:
     """The ``--judge-*`` options of ``rewardlab train`` (same names, defaults: :func:`build_judge`'s)."""
     d = _JUDGE_DEFAULTS
     opts = [
-        click.option("--judge-url", help="judge/hybrid: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--judge-url",
+                     help="judge/hybrid: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
         click.option("--judge-model", help="judge/hybrid: the judge model's name on that server."),
-        click.option("--judge-rule", default="math", show_default=True, help="hybrid: the rule reward that decides first."),
-        click.option("--judge-system", type=click.Path(dir_okay=False), help="judge: a file holding the system prompt (rubric)."),
+        click.option("--judge-rule", default="math", show_default=True,
+                     help="hybrid: the rule reward that decides first."),
+        click.option("--judge-system", type=click.Path(dir_okay=False),
+                     help="judge: a file holding the system prompt (rubric)."),
         click.option("--judge-template", type=click.Path(dir_okay=False),
                      help="judge: a file holding the user prompt, a template over {question}, {reference}, {answer}."),
         click.option("--judge-extract", default=d["extract"], show_default=True,
@@ -110,7 +113,8 @@ def _judge_options(fn: Any) -> Any:
 @click.argument("name")
 @click.option("--completion", "-c", help="The model's text to score.")
 @click.option("--gold", "-g", help="The reference answer (a bare answer, a GSM8K solution, a MATH solution).")
-@click.option("--file", "file_", type=click.Path(dir_okay=False), help="JSONL rows with completion/gold (and optional meta).")
+@click.option("--file", "file_", type=click.Path(dir_okay=False),
+              help="JSONL rows with completion/gold (and optional meta).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per row.")
 @click.option("--deadline", type=float, default=1.0, show_default=True, help="Per-item deadline in seconds.")
 @_judge_options

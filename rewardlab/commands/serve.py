@@ -59,7 +59,8 @@ def listen(host: str, port: int) -> socket.socket:
               help="Largest batch accepted per request.")
 @click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Largest request body accepted, in MiB (larger: 413).")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
 def serve(
     host: str,
     port: int,

@@ -12,23 +12,22 @@ generated from the fields (:mod:`rewardlab.commands.eval`), the way ``TrainConfi
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from rewardlab.errors import RewardlabError
 from rewardlab.eval.graders import GRADERS, GSM8K_VARIANTS, parse_graders
+from rewardlab.fields import attribute_docs
+from rewardlab.rollout import tool_settings
 from rewardlab.rollout.multiturn import TOOL_HINT
+from rewardlab.rollout.tool_settings import TOOL_FORMATS, TOOLS, ToolSettings
 
 DEFAULT_SUITE = "gsm8k,math500,humaneval"
 """The benchmarks of ``rewardlab eval`` when neither ``--suite`` nor ``--spec`` names any."""
-TOOLS = ("none", "python")
-"""``--tools`` choices."""
-TOOL_FORMATS = ("fenced", "chat")
-"""``--tool-format`` choices."""
+TOOL_FIELDS = ("max_turns", "max_total_tokens", "tool_timeout", "tool_format")
+"""The :class:`ToolSettings` fields that are eval settings too (the others keep their defaults in eval)."""
 
 
 def _names(value: str | Sequence[str] | None) -> list[str]:
@@ -52,8 +51,8 @@ def int_list(value: str | Sequence[int] | None) -> tuple[int, ...] | None:
 
 
 @dataclass
-class EvalConfig:
-    """Everything an eval run needs besides the model (and a custom engine): one field per setting."""
+class _EvalSettings:
+    """Every eval setting but the tool settings (:data:`TOOL_FIELDS`), which :class:`EvalConfig` adds."""
 
     suite: str | Sequence[str] | None = None
     ("""Comma-separated benchmarks: gsm8k, math500, math, humaneval, arith, or names from --spec files [default: """
@@ -94,14 +93,6 @@ class EvalConfig:
     """No progress bar."""
     tools: str = field(default="none", metadata={"choices": TOOLS})
     """python: multi-turn, the model's ```python blocks run in the sandbox; its last turn is graded."""
-    max_turns: int = 3
-    """--tools: most tool calls per completion."""
-    tool_timeout: float = 2.0
-    """--tools: seconds per tool call."""
-    tool_format: str = field(default="fenced", metadata={"choices": TOOL_FORMATS})
-    """--tools: the output as an ```output block in the turn, or a chat-template tool message."""
-    max_total_tokens: int | None = field(default=None, metadata={"cli": False})
-    """--tools: most tokens per completion, observations included (None or 0 = 4 x max_new_tokens)."""
     grader: tuple[str, ...] = ()
     ("""Also grade with: {graders} (repeatable or comma list; rewardlab's own grader always runs). Side by side in """
      """results.json, disagreements in graders_<benchmark>.jsonl.""")
@@ -112,6 +103,7 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         self.k = int_list(self.k)
+        self.max_total_tokens = self.max_total_tokens or 0  # type: ignore[attr-defined] # None (of before) = 0
         self.spec = tuple(str(p) for p in ([self.spec] if isinstance(self.spec, str) else self.spec or ()))
         self.grader = tuple([self.grader] if isinstance(self.grader, str) else self.grader or ())
 
@@ -131,16 +123,22 @@ class EvalConfig:
         name = Path(str(model if model is not None else "default").rstrip("/")).name or "model"
         return Path("evals-out") / name
 
+    def tool_settings(self) -> ToolSettings:
+        """``--tools``: the tool rollout's settings (this config's :data:`TOOL_FIELDS`, the others' defaults)."""
+        return tool_settings.settings_of(self)
+
     def total_token_budget(self, max_new_tokens: int) -> int:
         """``--tools``: the most tokens of a completion, observations included."""
-        return self.max_total_tokens or 4 * max_new_tokens
+        return self.tool_settings().token_budget(max_new_tokens)
 
     def tool_record(self) -> dict[str, Any] | None:
-        """``--tools python``: the tool settings as results.json and each sample file record them; None = off."""
+        """``--tools python``: the tool settings as results.json and each sample file record them; None = off.
+        (Keys and values as before :class:`ToolSettings`, a budget of 0 as None, so older eval folders resume.)"""
         if self.tools != "python":
             return None
-        return {"tools": "python", "max_turns": self.max_turns, "tool_timeout_s": self.tool_timeout,
-                "max_total_tokens": self.max_total_tokens, "format": self.tool_format, "hint": TOOL_HINT}
+        s = self.tool_settings()
+        return {"tools": "python", "max_turns": s.max_turns, "tool_timeout_s": s.tool_timeout,
+                "max_total_tokens": s.max_total_tokens or None, "format": s.tool_format, "hint": TOOL_HINT}
 
     def check(self, custom_engine: bool) -> None:
         """Reject settings that cannot work, before any model load."""
@@ -150,8 +148,14 @@ class EvalConfig:
             raise RewardlabError(f"unknown --tools {self.tools!r}; choose none or python")
         if self.tools != "none" and custom_engine:
             raise RewardlabError("--tools python builds its own engine over the model (no custom engine)")
-        if self.max_turns < 1 or not self.tool_timeout > 0 or self.tool_format not in TOOL_FORMATS:
-            raise RewardlabError("--max-turns must be >= 1, --tool-timeout > 0 and --tool-format fenced or chat")
+        self.tool_settings().check()
+
+
+EvalConfig = dataclasses.make_dataclass(
+    "EvalConfig", tool_settings.config_fields(TOOL_FIELDS, off_cli=("max_total_tokens",)), bases=(_EvalSettings,))
+EvalConfig.__module__ = __name__
+EvalConfig.__doc__ = """Everything an eval run needs besides the model (and a custom engine): one field per setting (the
+``--tools`` ones of :data:`TOOL_FIELDS` from :class:`ToolSettings`, same names and defaults)."""
 
 
 LEGACY_NAMES = {"out_dir": "output", "spec_files": "spec"}
@@ -176,13 +180,14 @@ def from_keywords(suite: str | Sequence[str] | None, out_dir: Any = None, **kw: 
 
 
 def field_docs() -> dict[str, str]:
-    """Field name -> its one-line docstring (the ``--help`` text of its option)."""
-    body = ast.parse(inspect.getsource(EvalConfig)).body[0].body  # type: ignore[attr-defined]
+    """Field name -> its one-line docstring (the ``--help`` text of its option), in option order: the tool
+    settings' (from :class:`ToolSettings`) right after ``tools``."""
+    tool_docs = tool_settings.docs()
     docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
-            docs[node.target.id] = nxt.value.value.strip()
+    for name, doc in attribute_docs(_EvalSettings).items():
+        docs[name] = doc
+        if name == "tools":
+            docs.update({k: " ".join(tool_docs[k].split()) for k in TOOL_FIELDS})  # one line, as eval's others
     graders = ", ".join(g for g in GRADERS if g != "rewardlab")
     return {name: doc.replace("{graders}", graders) for name, doc in docs.items()}
 

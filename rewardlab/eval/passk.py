@@ -35,9 +35,10 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import zlib
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
+
+from rewardlab.seeds import derive_seed
 
 Z95 = 1.959963984540054  # two-sided 95% standard-normal quantile
 
@@ -251,7 +252,7 @@ def majority_correct(labels: Sequence[int | None], class_correct: Sequence[bool]
 
 
 def _seed_for(seed: int, key: str) -> int:
-    return (int(seed) * 1_000_003 + zlib.crc32(key.encode())) & 0xFFFFFFFF
+    return derive_seed("maj_at_k", int(seed), key)
 
 
 def maj_at_k(labels: Sequence[int | None], class_correct: Sequence[bool] | dict[int, bool], k: int, *,

@@ -431,10 +431,10 @@ def _engine_for(plan: _Plan, ctx: _Ctx, b: _Bench) -> Any:
     if ctx.tools is None:
         return ctx.engine
     base = ctx.engine  # the HF engine's live model, or the vLLM engine
-    return ToolEngine(getattr(base, "model", None), ctx.tokenizer, execute=sandbox.execute, max_turns=cfg.max_turns,
-                      max_total_tokens=cfg.total_token_budget(b.sampling["max_new_tokens"]),
-                      tool_timeout_s=cfg.tool_timeout, batch_size=cfg.batch_size,
-                      engine=base if cfg.rollout == "vllm" else None, observation_format=cfg.tool_format)
+    # the trajectory budget: ToolSettings.token_budget of the benchmark's max_new_tokens (the sampling it is given)
+    return ToolEngine(getattr(base, "model", None), ctx.tokenizer, execute=sandbox.execute,
+                      settings=cfg.tool_settings(), batch_size=cfg.batch_size,
+                      engine=base if cfg.rollout == "vllm" else None)
 
 
 def _sample_config(plan: _Plan, ctx: _Ctx, b: _Bench) -> dict[str, Any]:

@@ -3,16 +3,16 @@ critic's feedback between two answers.
 
     from rewardlab.sandbox import execute
     trajs = rollout_with_tools(model, tok, prompts, n=4, sampling=SamplingParams(max_new_tokens=256, seed=0),
-                               execute=execute, max_turns=3, max_total_tokens=512)
+                               execute=execute, settings=ToolSettings(max_turns=3, max_total_tokens=512))
     t = trajs[0]; t.token_ids, t.loss_mask, t.logprobs, t.turns, t.finish_reason, t.answer
-    ToolEngine(model, tok, execute=execute).generate(prompts, n, sampling)      # engine interface
+    ToolEngine(model, tok, execute=execute, settings=ToolSettings()).generate(prompts, n, sampling)  # engine
     rollout_with_feedback(model, tok, prompts, n, sampling, critic=...)         # answer, feedback, answer
 
 **Tool turns.** The model samples until the text it sampled *this turn* holds a closed fenced block
 (```` ```python ... ``` ```` or ```` ```py ````), EOS, or a budget. The block's code runs in the sandbox
 (``execute``: the sandbox's :func:`rewardlab.sandbox.execute`, passed in by the caller because the
 import rules keep ``rollout`` from importing ``sandbox``; stdio style, empty stdin), and an observation
-is appended: ``"\n```output\n{stdout}\n```\n"`` (``observation_format="fenced"``) or a ``tool`` message
+is appended: ``"\n```output\n{stdout}\n```\n"`` (``tool_format="fenced"``) or a ``tool`` message
 through the chat template (``"chat"``); then the model samples again. An empty block is a malformed
 call: not run, its observation says so. A block left unclosed is not a tool call.
 
@@ -32,10 +32,11 @@ turn ends; then the turn's tool calls run. Each trajectory draws from its own ra
 batching never changes what is sampled. An engine with ``continue_ids`` (the vLLM engine) can
 sample instead, one call per fence.
 
-``finish_reason``: ``"stop"`` (EOS), ``"length"`` (``max_total_tokens`` over sampled and inserted
+``finish_reason``: ``"stop"`` (EOS), ``"length"`` (the token budget over sampled and inserted
 tokens, the model-token budget, or ``sampling.max_new_tokens`` in one turn; an observation past the
 budget is cut at it), ``"max_turns"`` (the ``max_turns``-th tool call was run and its observation
-appended).
+appended). The settings (turns, budgets, timeouts, format) are one
+:class:`~rewardlab.rollout.tool_settings.ToolSettings`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from typing import Any, Callable
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.decode import decode, eos_ids, inference_mode, prefill, row_streams, seeded
+from rewardlab.rollout.tool_settings import TOOL_FORMATS, ToolSettings, from_keywords
+from rewardlab.seeds import derive_seed
 
 _BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)\n?```", re.DOTALL)
 """A closed python block: the opening fence (``python`` or ``py`` tag, end of line), the code, the closing fence."""
@@ -113,9 +116,8 @@ def extract_code(text: str) -> str | None:
     return None if m is None else m.group(1)
 
 
-OBSERVATION_FORMATS = ("fenced", "chat")
-"""How a tool's output comes back: ``fenced`` (an ```output block inside the assistant's turn) or ``chat``
-(a ``tool`` message through the chat template, which closes the assistant turn and opens the next)."""
+OBSERVATION_FORMATS = TOOL_FORMATS
+"""How a tool's output comes back (:data:`rewardlab.rollout.tool_settings.TOOL_FORMATS`)."""
 
 
 def observation(status: str, stdout: str, error: str | None, truncated: bool, *, fenced: bool = True) -> str:
@@ -150,32 +152,36 @@ def run_tool(execute: Callable[..., Any], code: str, timeout: float, max_output_
 
 
 def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
-                       execute: Callable[..., Any] | None = None, max_turns: int = 3, max_total_tokens: int = 256,
-                       max_model_tokens: int | None = None, tool_timeout_s: float = 2.0,
-                       max_output_chars: int = 500, batch_size: int = 64, engine: Any = None,
-                       observation_format: str = "fenced", episode_timeout_s: float | None = None) -> list[Trajectory]:
+                       execute: Callable[..., Any] | None = None, settings: ToolSettings | None = None,
+                       max_model_tokens: int | None = None, batch_size: int = 64, engine: Any = None,
+                       **legacy: Any) -> list[Trajectory]:
     """``len(prompts) * n`` trajectories, prompt-major (``out[i * n + j]`` is sample j of prompt i).
 
     ``sampling``: temperature / top-k / top-p / seed as for the engines; ``max_new_tokens`` caps the
-    tokens sampled in one turn; ``stop`` strings are not used. ``max_model_tokens`` caps the sampled
-    tokens of a whole trajectory (None: only ``max_total_tokens``, which counts observations too).
-    ``execute`` runs the code (the sandbox's :func:`rewardlab.sandbox.execute`; never model code in
-    this process). ``batch_size``: trajectories decoded together in one turn. ``engine``: sample through
-    an engine that continues exact token ids (``continue_ids``: the vLLM engine) instead of ``model``.
-    ``observation_format``: :data:`OBSERVATION_FORMATS`. ``episode_timeout_s``: the tool seconds of
-    one trajectory (each call gets at most what is left; once spent, a call is not run and its
-    observation says so, status ``"budget"``); None = ``max_turns x tool_timeout_s``.
+    tokens sampled in one turn; ``stop`` strings are not used. ``settings`` (default
+    :class:`~rewardlab.rollout.tool_settings.ToolSettings`): the turns, the trajectory's token budget
+    (:meth:`~rewardlab.rollout.tool_settings.ToolSettings.token_budget` of ``sampling.max_new_tokens``,
+    observations included), the tool timeouts (each call gets at most what is left of the episode's tool
+    seconds; once spent, a call is not run and its observation says so, status ``"budget"``), the
+    observation format and the output cut. ``max_model_tokens`` caps the sampled tokens of a whole
+    trajectory (None: only the token budget). ``execute`` runs the code (the sandbox's
+    :func:`rewardlab.sandbox.execute`; never model code in this process). ``batch_size``: trajectories
+    decoded together in one turn. ``engine``: sample through an engine that continues exact token ids
+    (``continue_ids``: the vLLM engine) instead of ``model``. ``legacy``: the keywords of before
+    ``settings`` (``max_turns=``, ``max_total_tokens=``, ``tool_timeout_s=``, ``episode_timeout_s=``,
+    ``observation_format=``, ``max_output_chars=``), applied over ``settings``.
     """
     if execute is None:
         raise RewardlabError("rollout_with_tools needs execute= (e.g. rewardlab.sandbox.execute): tool code "
                              "runs in the sandbox, which the rollout package does not import itself")
-    if max_turns < 1:
-        raise RewardlabError(f"max_turns must be >= 1, got {max_turns}")
-    if observation_format not in OBSERVATION_FORMATS:
-        raise RewardlabError(f"observation_format must be one of {OBSERVATION_FORMATS}, got {observation_format!r}")
-    limits = _Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, max_turns,
-                     tool_timeout_s, max_output_chars, chat=observation_format == "chat",
-                     episode=episode_timeout_s if episode_timeout_s is not None else max_turns * tool_timeout_s)
+    s = from_keywords(settings, **legacy)
+    if s.max_turns < 1:
+        raise RewardlabError(f"max_turns must be >= 1, got {s.max_turns}")
+    if s.tool_format not in OBSERVATION_FORMATS:
+        raise RewardlabError(f"tool_format must be one of {OBSERVATION_FORMATS}, got {s.tool_format!r}")
+    total = s.token_budget(sampling.max_new_tokens)
+    limits = _Limits(sampling.max_new_tokens, total, max_model_tokens or total, s.max_turns, s.tool_timeout,
+                     s.tool_output_chars, chat=s.tool_format == "chat", episode=s.episode_seconds())
 
     def tool_calls(live: list[Trajectory]) -> None:
         for t in live:
@@ -267,7 +273,7 @@ def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingP
             stack.enter_context(inference_mode(model))
             stack.enter_context(seeded(sampling.seed, device))
             base = int(torch.randint(0, 2**62, (1,)))  # from the seed (or the global stream when seed is None)
-            rngs = {id(t): torch.Generator(device=device).manual_seed((base + 1_000_003 * k) % 2**63)
+            rngs = {id(t): torch.Generator(device=device).manual_seed(derive_seed("trajectory", base, k))
                     for k, t in enumerate(trajs)}
 
             def turn(live: list[Trajectory]) -> None:
@@ -277,7 +283,7 @@ def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingP
             def stream(k: int) -> Callable[[], int | None]:
                 calls = iter(range(10**9))
                 return lambda: (None if sampling.seed is None
-                                else (sampling.seed * 1_000_003 + k * 7919 + next(calls)) % 2**31)
+                                else derive_seed("trajectory_call", sampling.seed, k, next(calls)))
 
             seeds = {id(t): stream(k) for k, t in enumerate(trajs)}
 
@@ -302,30 +308,21 @@ class ToolEngine:
 
     It samples from the live ``model`` (as the HF engine does), so ``load_weights`` has nothing to copy.
     ``sampling.max_new_tokens`` caps one turn *and* the model's tokens over the whole trajectory;
-    ``max_total_tokens`` also counts the observations."""
+    the token budget of ``settings`` also counts the observations."""
 
     model: Any
     tokenizer: Any
     execute: Callable[..., Any]
-    max_turns: int = 3
-    max_total_tokens: int = 512
-    tool_timeout_s: float = 2.0
-    max_output_chars: int = 500
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    """Turns, budgets, timeouts, observation format (:class:`~rewardlab.rollout.tool_settings.ToolSettings`)."""
     batch_size: int = 64
     engine: Any = None
     """An engine that continues exact token ids (the vLLM engine): it samples instead of ``model``."""
-    observation_format: str = "fenced"
-    """:data:`OBSERVATION_FORMATS`."""
-    episode_timeout_s: float | None = None
-    """Tool seconds per trajectory (None: max_turns x tool_timeout_s)."""
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
         trajs = rollout_with_tools(self.model, self.tokenizer, prompts, n, sampling, execute=self.execute,
-                                   max_turns=self.max_turns, max_total_tokens=self.max_total_tokens,
-                                   max_model_tokens=sampling.max_new_tokens, tool_timeout_s=self.tool_timeout_s,
-                                   max_output_chars=self.max_output_chars, batch_size=self.batch_size,
-                                   engine=self.engine, observation_format=self.observation_format,
-                                   episode_timeout_s=self.episode_timeout_s)
+                                   settings=self.settings, max_model_tokens=sampling.max_new_tokens,
+                                   batch_size=self.batch_size, engine=self.engine)
         return [t.completion() for t in trajs]
 
     def load_weights(self, model: Any) -> None:

@@ -38,6 +38,7 @@ import torch
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import LOCAL, Collectives, Completion, SamplingParams
+from rewardlab.seeds import derive_seed
 
 INSTALL_HINT = (
     "the vllm rollout engine needs vLLM: on a GPU machine `pip install 'rewardlab[vllm]'`; on CPU "
@@ -116,7 +117,7 @@ def _request_seed(seed: int | None, index: int) -> int | None:
     """A distinct, reproducible seed for request ``index`` of a call seeded with ``seed``."""
     if seed is None:
         return None
-    return (seed * 1_000_003 + index * 7_919 + 12_345) % (2**31 - 1)
+    return derive_seed("vllm_request", seed, index)
 
 
 class VLLMEngine:

@@ -27,7 +27,16 @@ from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
 from rewardlab.tasks import Row
 from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
-from rewardlab.train.config import TrainConfig, check_model, derive, resolve_algo, resolve_device, to_dict, total_token_budget
+from rewardlab.train.config import (
+    TrainConfig,
+    check_model,
+    derive,
+    resolve_algo,
+    resolve_device,
+    to_dict,
+    tools_of,
+    total_token_budget,
+)
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
 from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters
@@ -278,11 +287,10 @@ def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBas
                          full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)}
     engine = make_engine(cfg.rollout, model, tok, **engine_kw)
     if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
-        engine = ToolEngine(model, tok, execute=sandbox.execute, max_turns=cfg.max_turns,
-                            max_total_tokens=total_token_budget(cfg), tool_timeout_s=cfg.tool_timeout,
-                            max_output_chars=cfg.tool_output_chars, batch_size=cfg.rollout_batch_size,
-                            engine=engine if cfg.rollout == "vllm" else None, observation_format=cfg.tool_format,
-                            episode_timeout_s=cfg.tool_episode_timeout or None)
+        # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)
+        settings = tools_of(cfg, max_total_tokens=total_token_budget(cfg))
+        engine = ToolEngine(model, tok, execute=sandbox.execute, settings=settings, batch_size=cfg.rollout_batch_size,
+                            engine=engine if cfg.rollout == "vllm" else None)
     return engine
 
 

@@ -22,10 +22,8 @@ numbers to change, printed at start-up and saved with the run::
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import inspect
 import os
 import re
 import typing
@@ -38,7 +36,10 @@ import yaml
 from rewardlab import algos, tasks
 from rewardlab.algos import ALGOS, Algo
 from rewardlab.errors import RewardlabError
+from rewardlab.fields import attribute_docs
 from rewardlab.models import check_model, resolve_device
+from rewardlab.rollout import tool_settings
+from rewardlab.rollout.tool_settings import TOOLS, ToolSettings
 
 
 FEEDBACK_PROMPT = ("A student answered a question. In one or two sentences, say whether the answer is right and, "
@@ -69,7 +70,8 @@ class _Settings:
     format_weight: float = 0.0
     """Weight of the 'format' reward component (0 = off)."""
     overlong_weight: float | None = None
-    """Shorthand for DAPO's soft overlong penalty: > 0 sets overlong on with overlong_factor = this weight, 0 sets it off (None = preset)."""
+    ("""Shorthand for DAPO's soft overlong penalty: > 0 sets overlong on with overlong_factor = this weight, 0 sets """
+     """it off (None = preset).""")
     reward_deadline: float = 5.0
     """Per-completion grading deadline in seconds (a timeout scores as a failure, never a hang)."""
     reward_workers: int | None = None
@@ -77,25 +79,32 @@ class _Settings:
 
     # --- judge (--reward judge: an LLM grades every answer; --reward hybrid: only what --judge-rule cannot) ---
     judge_url: str | None = None
-    """--reward judge/hybrid: the judge server's OpenAI-compatible base URL (vllm serve, SGLang, an API), e.g. http://127.0.0.1:8000/v1."""
+    ("""--reward judge/hybrid: the judge server's OpenAI-compatible base URL (vllm serve, SGLang, an API), e.g. """
+     """http://127.0.0.1:8000/v1.""")
     judge_model: str | None = None
     """--reward judge/hybrid: the judge model's name on that server (the API key comes from $OPENAI_API_KEY)."""
     judge_rule: str = "math"
-    """--reward hybrid: the rule reward that decides first (name or dotted path); the judge gets its too_complex/timeout/error/bad_gold items."""
+    ("""--reward hybrid: the rule reward that decides first (name or dotted path); the judge gets its """
+     """too_complex/timeout/error/bad_gold items.""")
     judge_system: str | None = None
-    """Judge: a file holding the system prompt, the rubric (None = the built-in strict grader); it must ask for the two-line verdict."""
+    ("""Judge: a file holding the system prompt, the rubric (None = the built-in strict grader); it must ask for """
+     """the two-line verdict.""")
     judge_template: str | None = None
-    """Judge: a file holding the user prompt, a template over {question}, {reference} and {answer} (None = the built-in blocks)."""
+    ("""Judge: a file holding the user prompt, a template over {question}, {reference} and {answer} (None = the """
+     """built-in blocks).""")
     judge_extract: str = "math"
-    """Judge: the answer it is shown: math (boxed, ####, 'the answer is'), text (those, else the last paragraph), or a dotted fn(completion)."""
+    ("""Judge: the answer it is shown: math (boxed, ####, 'the answer is'), text (those, else the last paragraph), """
+     """or a dotted fn(completion).""")
     judge_deadline: float = 30.0
-    """Judge: wall seconds per answer for all its attempts and retries (then judge_timeout; a dead server is judge_error sooner)."""
+    ("""Judge: wall seconds per answer for all its attempts and retries (then judge_timeout; a dead server is """
+     """judge_error sooner).""")
     judge_concurrency: int = 8
     """Judge: requests in flight at once; the reward threads (--reward-workers, default min(8, CPUs)) bound it too."""
     judge_cache: str | None = None
     """Judge: an sqlite file of verdicts shared by runs and processes (None = in memory, this run only)."""
     judge_failure_score: float = 0.0
-    """Judge: the score of judge_timeout, judge_error and judge_unparsed answers (counted as judge/status/... in metrics)."""
+    ("""Judge: the score of judge_timeout, judge_error and judge_unparsed answers (counted as judge/status/... in """
+     """metrics).""")
 
     # --- batch sizes ---
     steps: int = 20
@@ -127,27 +136,14 @@ class _Settings:
     vllm_sleep_mode: bool = False
     """vLLM engine (GPU only): free its KV cache and offload its weights between rollouts."""
     async_steps: int = 0
-    """Asynchronous rollout (rewardlab.train.async_rollout): generate the rollouts of steps t+1..t+k in a worker process while step t trains, by a policy at most k steps old (0 = synchronous, today's loop)."""
+    ("""Asynchronous rollout (rewardlab.train.async_rollout): generate the rollouts of steps t+1..t+k in a worker """
+     """process while step t trains, by a policy at most k steps old (0 = synchronous, today's loop).""")
     max_staleness: int | None = None
-    """--async-steps: drop (and regenerate) rollouts whose policy is more than this many steps old, counted as async/dropped (None = --async-steps)."""
+    ("""--async-steps: drop (and regenerate) rollouts whose policy is more than this many steps old, counted as """
+     """async/dropped (None = --async-steps).""")
     tools: str = "none"
     """Tool use: none, or python (multi-turn: the model may write ```python blocks; each runs in the sandbox and
     its output is inserted, loss-masked; the reward grades the model's last turn). HF or vLLM engine."""
-    max_turns: int = 3
-    """--tools: most tool calls per trajectory (it ends after the last one's output)."""
-    max_total_tokens: int = 0
-    """--tools: most tokens per trajectory, observations included (0 = 4 x max_new_tokens); --max-new-tokens caps
-    the model's own tokens, in one turn and in all."""
-    tool_timeout: float = 2.0
-    """--tools: seconds one tool call may run in the sandbox."""
-    tool_episode_timeout: float = 0.0
-    """--tools: tool seconds per trajectory, all calls together (0 = max_turns x tool_timeout); once spent, a call
-    is not run and its observation says so."""
-    tool_format: str = "fenced"
-    """--tools: how a tool's output comes back: fenced (an ```output block inside the assistant's turn) or chat
-    (a tool message through the chat template, with its own separators)."""
-    tool_output_chars: int = 500
-    """--tools: most characters of a tool's output inserted (the rest is cut, and the observation says so)."""
     feedback: str = "none"
     """Dual-agent feedback: none; ref (a frozen copy of the starting policy), policy (the live policy with
     --feedback-prompt) or a model (hub id / folder) writes feedback on each answer; it comes back as a user turn
@@ -240,35 +236,32 @@ class _Settings:
     """--eval-every: n of the start-up overlap check (eval problems sharing a word n-gram with a training question)."""
 
 
-def _attribute_docs(cls: type) -> dict[str, str]:
-    """Field name -> the string literal under it in ``cls``'s source (its one-line docstring)."""
-    body = ast.parse(inspect.getsource(cls)).body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
-            docs[node.target.id] = nxt.value.value.strip()
-    return docs
-
-
 ALGO_FIELDS: tuple[str, ...] = algos.FIELDS
 """The TrainConfig fields that override the preset: exactly ``algos.Algo``'s fields."""
 
 _ALGO_TYPES = typing.get_type_hints(Algo)
 TrainConfig = dataclasses.make_dataclass(
     "TrainConfig",
-    [(name, _ALGO_TYPES[name] | None, dataclasses.field(default=None)) for name in ALGO_FIELDS],
+    [*tool_settings.config_fields(),
+     *[(name, _ALGO_TYPES[name] | None, dataclasses.field(default=None)) for name in ALGO_FIELDS]],
     bases=(_Settings,),
 )
 TrainConfig.__module__ = __name__
-TrainConfig.__doc__ = """Everything a training run needs: the settings above plus one optional field per
-``algos.Algo`` field (``None`` = the preset's value)."""
+TrainConfig.__doc__ = """Everything a training run needs: the settings above, the ``--tools`` settings (one field per
+``ToolSettings`` field, same name and default) and one optional field per ``algos.Algo`` field (``None`` = the
+preset's value)."""
 
 
 def field_docs() -> dict[str, str]:
-    """Field name -> one-line docstring (the run settings', then the algorithm fields' from ``algos.Algo``)."""
-    algo_docs = _attribute_docs(Algo)
-    return {**_attribute_docs(_Settings), **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}}
+    """Field name -> one-line docstring: the run settings' (the tool settings', from ``ToolSettings``, listed after
+    ``tools``), then the algorithm fields' from ``algos.Algo``."""
+    algo_docs = attribute_docs(Algo)
+    docs: dict[str, str] = {}
+    for name, doc in attribute_docs(_Settings).items():
+        docs[name] = doc
+        if name == "tools":
+            docs.update(tool_settings.docs())
+    return {**docs, **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}}
 
 
 _HINTS: dict[str, Any] | None = None
@@ -395,13 +388,14 @@ def build_config(yaml_path: str | None = None, overrides: dict[str, Any] | None 
     return cfg
 
 
-TOOLS = ("none", "python")
-"""``--tools`` choices."""
+def tools_of(cfg: TrainConfig, **overrides: Any) -> ToolSettings:
+    """The run's ``--tools`` settings (its fields of :class:`ToolSettings`' names); ``overrides`` replace some."""
+    return tool_settings.settings_of(cfg, **overrides)
 
 
 def total_token_budget(cfg: TrainConfig) -> int:
     """``--tools``: the most tokens of a trajectory, observations included."""
-    return cfg.max_total_tokens or 4 * cfg.max_new_tokens
+    return tools_of(cfg).token_budget(cfg.max_new_tokens)
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -414,11 +408,7 @@ def validate(cfg: TrainConfig) -> None:
     _choice("algo", cfg.algo, ALGOS)
     _choice("rollout", cfg.rollout, ("hf", "vllm"))
     _choice("tools", cfg.tools, TOOLS)
-    _choice("tool_format", cfg.tool_format, ("fenced", "chat"))
-    if (cfg.max_turns < 1 or cfg.max_total_tokens < 0 or cfg.tool_output_chars < 1 or not cfg.tool_timeout > 0
-            or cfg.tool_episode_timeout < 0):
-        raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens and "
-                             "--tool-episode-timeout >= 0, --tool-timeout > 0")
+    tools_of(cfg).check()
     if cfg.feedback != "none":
         if cfg.tools != "none" or cfg.rollout != "hf":
             raise RewardlabError("--feedback runs on the HF engine without --tools (one or the other, for now)")
@@ -429,12 +419,14 @@ def validate(cfg: TrainConfig) -> None:
         try:
             cfg.feedback_prompt.format(question="q", answer="a")
         except (KeyError, IndexError, ValueError) as e:
-            raise RewardlabError(f"--feedback-prompt must be a template over {{question}} and {{answer}}: {e}") from None
+            raise RewardlabError(
+                f"--feedback-prompt must be a template over {{question}} and {{answer}}: {e}") from None
     if cfg.feedback_train_every < 0 or (cfg.feedback_train_every and cfg.feedback != "policy"):
         raise RewardlabError("--feedback-train-every k trains the critic that is the policy (--feedback policy); "
                              "a separate critic model is not trained (k >= 0)")
     if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
-        raise RewardlabError(f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
+        raise RewardlabError(
+            f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
     _choice("dtype", cfg.dtype, ("auto", "float32", "bfloat16", "float16"))
     positive = ("steps", "prompts_per_step", "group_size", "epochs", "micro_batch_size", "max_new_tokens",
                 "rollout_batch_size", "max_gen_batches", "save_every")
@@ -455,7 +447,8 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError("--lora-rank must be >= 0, --lora-alpha > 0 and --lora-dropout in [0, 1)")
     if cfg.overlong_cache is not None and not 0 < cfg.overlong_cache < cfg.max_new_tokens:
         raise RewardlabError(
-            f"--overlong-cache must be between 1 and max_new_tokens-1 ({cfg.max_new_tokens - 1}), got {cfg.overlong_cache}"
+            f"--overlong-cache must be between 1 and max_new_tokens-1 ({cfg.max_new_tokens - 1}), "
+            f"got {cfg.overlong_cache}"
         )
     if cfg.eval_every < 0 or cfg.eval_samples < 1 or cfg.eval_temperature < 0 or cfg.eval_ngram < 1 or (
             cfg.eval_max_new_tokens is not None and cfg.eval_max_new_tokens < 1):
@@ -475,7 +468,8 @@ def validate(cfg: TrainConfig) -> None:
 
 
 def eval_suite_names(spec: str | None) -> list[str]:
-    """``--eval-suite "gsm8k, math500"`` -> ``["gsm8k", "math500"]``; each a task name (``arith:LEVEL``) or a ``.jsonl`` file."""
+    """``--eval-suite "gsm8k, math500"`` -> ``["gsm8k", "math500"]``; each a task name (``arith:LEVEL``) or a
+    ``.jsonl`` file."""
     names = list(dict.fromkeys(s.strip() for s in str(spec or "").split(",") if s.strip()))
     for name in names:
         if name.split(":")[0] not in tasks.TASKS and not name.endswith(".jsonl"):
@@ -518,12 +512,17 @@ class Derived:
         """A short human-readable table of the sizes."""
         return "\n".join(
             [
-                f"  prompts per step            {self.prompts_per_step}  x {self.completions_per_step // self.prompts_per_step} per group = {self.completions_per_step} completions",
-                f"  mini-batches x epochs       {self.mini_batches} x {self.epochs} = {self.optimizer_steps_per_rollout} optimizer steps per rollout"
+                f"  prompts per step            {self.prompts_per_step}"
+                f"  x {self.completions_per_step // self.prompts_per_step} per group"
+                f" = {self.completions_per_step} completions",
+                f"  mini-batches x epochs       {self.mini_batches} x {self.epochs}"
+                f" = {self.optimizer_steps_per_rollout} optimizer steps per rollout"
                 f"  ({'off-policy: old log-probs recomputed' if self.off_policy else 'on-policy: ratio is 1'})",
-                f"  completions per mini-batch  {self.completions_per_mini_batch} global, {self.completions_per_mini_batch_per_rank} per rank"
+                f"  completions per mini-batch  {self.completions_per_mini_batch} global,"
+                f" {self.completions_per_mini_batch_per_rank} per rank"
                 f" over {self.world_size} rank(s)",
-                f"  micro-batches               {self.micro_batches_per_mini_batch} of <= {self.micro_batch_size} per mini-batch per rank",
+                f"  micro-batches               {self.micro_batches_per_mini_batch} of <= {self.micro_batch_size}"
+                f" per mini-batch per rank",
                 f"  total optimizer steps       {self.total_optimizer_steps}",
             ]
         )
@@ -579,5 +578,6 @@ _DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
 """A device spelling (checked without importing torch; ``models.resolve_device`` checks the device itself)."""
 
 
-__all__ = ["ALGO_FIELDS", "ALGOS", "TrainConfig", "Derived", "build_config", "derive", "field_docs", "parse_overrides",
-           "resolve_algo", "to_dict", "validate", "resolve_device", "check_model", "eval_suite_names"]
+__all__ = ["ALGO_FIELDS", "ALGOS", "TOOLS", "TrainConfig", "Derived", "build_config", "derive", "field_docs",
+           "parse_overrides", "resolve_algo", "to_dict", "tools_of", "total_token_budget", "validate", "resolve_device",
+           "check_model", "eval_suite_names"]

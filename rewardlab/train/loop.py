@@ -58,7 +58,7 @@ from rewardlab.train.config import TrainConfig
 from rewardlab.train.logprobs import loss_mask
 from rewardlab.train.metrics import gen_metrics, step_metrics, tool_metrics
 from rewardlab.train.process import Interrupted, StopFlag, oom, oom_error, set_threads
-from rewardlab.train.samples import Batch, Sample, logprobs_of
+from rewardlab.train.samples import Batch, Sample, logprobs_of, rollout_seed
 from rewardlab.train.state import Run
 from rewardlab.train.update import update_policy
 
@@ -182,7 +182,7 @@ def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], 
     mine = distributed.shard(run.stream.take(cfg.prompts_per_step), run.dist)  # same picks on every rank
     rows = [run.rows[i] for i, _ in mine]
     prompt_texts = [run.trainer.render(row) for row in rows]
-    seed = (cfg.seed * 1_000_003 + step * 1_009 + batch.gen_round * 17 + run.dist.rank) % (2**31)
+    seed = rollout_seed(cfg.seed, step, batch.gen_round, run.dist.rank)
     sampling = SamplingParams(seed=seed, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                               top_p=cfg.top_p, top_k=cfg.top_k)
     sample = run.trainer.sampler  # the engine, with full weights gathered while it samples (FSDP + HF engine)

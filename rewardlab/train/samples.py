@@ -1,4 +1,5 @@
-"""What a step moves around: the prompt stream, the scored sample, a step's batch, and its ``rollouts.jsonl`` rows."""
+"""What a step moves around: the prompt stream, a step's sampling seed, the scored sample, a step's batch, and its
+``rollouts.jsonl`` rows."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from rewardlab.logging import JsonlWriter
 from rewardlab.rollout.base import Completion
+from rewardlab.seeds import derive_seed
 from rewardlab.tasks import Row
 
 
@@ -26,7 +28,8 @@ class PromptStream:
     _order: list[int] = field(default_factory=list, repr=False)
 
     def _perm(self) -> list[int]:
-        return np.random.RandomState((self.seed * 1_000_003 + self.epoch) % (2**32)).permutation(self.num_rows).tolist()
+        rng = np.random.RandomState(derive_seed("prompt_order", self.seed, self.epoch))  # one order per epoch
+        return rng.permutation(self.num_rows).tolist()
 
     def take(self, k: int) -> list[tuple[int, int]]:
         """The next ``k`` prompts as ``(row index, group id)``."""
@@ -48,6 +51,13 @@ class PromptStream:
     def load(self, state: dict[str, int]) -> None:
         self.epoch, self.index, self.drawn = state["epoch"], state["index"], state["drawn"]
         self._order = self._perm()
+
+
+def rollout_seed(seed: int, step: int, gen_round: int = 1, rank: int = 0) -> int:
+    """The sampling seed of one generation round of a step on one rank: the run's ``seed`` split by step,
+    round (DAPO's dynamic sampling draws again in round 2, 3, ...) and rank (each rank samples its own
+    prompts), through :func:`rewardlab.seeds.derive_seed`. ``loop.generate`` seeds its engine call with it."""
+    return derive_seed("rollout", seed, step, gen_round, rank)
 
 
 @dataclass
