@@ -191,3 +191,15 @@ def test_chunks_reach_the_grader_while_later_chunks_decode(tiny_model_dir):
     assert gaps >= 0.4 * res.gen_s, (gaps, res.gen_s)
     want = HFEngine(model, tok, batch_size=4).generate(prompts, 4, sampling)
     assert [c.token_ids for c in res.completions] == [c.token_ids for c in want]
+
+
+def test_async_without_a_correction_uses_the_studied_default_and_disabled_turns_it_off(tiny_model_dir, tmp_path):
+    from rewardlab.train.config import ASYNC_CORRECTION
+
+    on, off = tmp_path / "default", tmp_path / "disabled"
+    proc = run_cli(base_args(tiny_model_dir, on, algo="grpo", steps=2, async_steps=1))
+    assert f"correction {ASYNC_CORRECTION} (the async default)" in proc.stdout
+    assert all("is_weight/mean" in m for m in read_jsonl(on / "metrics.jsonl"))  # its IS weights reach the loss
+    proc = run_cli(base_args(tiny_model_dir, off, algo="grpo", steps=2, async_steps=1, correction="disabled"))
+    assert "no correction: stale samples are weighted as on-policy" in proc.stdout
+    assert not any("is_weight/mean" in m for m in read_jsonl(off / "metrics.jsonl"))

@@ -47,8 +47,8 @@ from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
 from rewardlab.rollout import Completion, SamplingParams
 from rewardlab.train.async_worker import GenerationWorker, Result
-from rewardlab.train.config import TrainConfig
-from rewardlab.train.samples import Batch
+from rewardlab.train.config import ASYNC_CORRECTION, TrainConfig
+from rewardlab.train.samples import Batch, rollout_seed
 
 if TYPE_CHECKING:
     from rewardlab.train.state import Run
@@ -61,23 +61,26 @@ Grade = Callable[["Run", Prompts, list[Completion]], list[RewardResult]]
 """``loop.grade(run, mine, completions)``: the reward's results for completions of the prompts ``mine``."""
 
 
+def why_not(cfg: TrainConfig, algo: Algo, world_size: int = 1) -> str | None:
+    """Why ``--async-steps k >= 1`` cannot run ``algo`` with ``cfg``, or None when it can."""
+    if algo.advantage == "remax":
+        return "remax's baseline is a greedy rollout of the current policy"
+    if algo.dynamic_sampling:
+        return "dynamic sampling's extra generation rounds depend on the step's rewards (not pipelined yet)"
+    if algo.group_size_policy != "fixed":
+        return "--group-size-policy variance sizes groups from the rewards of the steps before"
+    if cfg.feedback != "none" or cfg.tools != "none":
+        return "--feedback / --tools rollouts are not pipelined yet"
+    if cfg.rollout != "hf":
+        return "the generation worker is the HF engine (--rollout hf)"
+    if world_size > 1:
+        return "the generation worker serves one process (not torchrun)"
+    return None
+
+
 def refuse(cfg: TrainConfig, algo: Algo, world_size: int) -> None:
     """``--async-steps`` with what it cannot run: one line, at start-up (before any model loads)."""
-    if cfg.async_steps == 0:
-        return
-    why = None
-    if algo.advantage == "remax":
-        why = "remax's baseline is a greedy rollout of the current policy"
-    elif algo.dynamic_sampling:
-        why = "dynamic sampling's extra generation rounds depend on the step's rewards (not pipelined yet)"
-    elif algo.group_size_policy != "fixed":
-        why = "--group-size-policy variance sizes groups from the rewards of the steps before"
-    elif cfg.feedback != "none" or cfg.tools != "none":
-        why = "--feedback / --tools rollouts are not pipelined yet"
-    elif cfg.rollout != "hf":
-        why = "the generation worker is the HF engine (--rollout hf)"
-    elif world_size > 1:
-        why = "the generation worker serves one process (not torchrun)"
+    why = None if cfg.async_steps == 0 else why_not(cfg, algo, world_size)
     if why is not None:
         raise RewardlabError(f"--async-steps {cfg.async_steps} cannot run here: {why}; use --async-steps 0")
 
@@ -106,11 +109,6 @@ class Synchronous:
         return None
 
 
-def rollout_seed(cfg: TrainConfig, step: int, gen_round: int = 1, rank: int = 0) -> int:
-    """The sampling seed of a step's generation round: ``loop.generate``'s formula."""
-    return (cfg.seed * 1_000_003 + step * 1_009 + gen_round * 17 + rank) % (2**31)
-
-
 class AsyncRollout:
     """The rollout stage with generation k steps ahead on a :class:`GenerationWorker`."""
 
@@ -127,9 +125,11 @@ class AsyncRollout:
         self._graded: dict[int, tuple[list[RewardResult], list[float]]] = {}  # rid -> results, grading seconds
         self._pushed = self._queued = run.start_step
         self._step: dict[str, float] = {}
+        corr = run.algo.correction if run.algo.correction not in (None, "disabled") else None
         run.say(f"  async rollout               {self.k} step(s) ahead in a worker process, max staleness "
-                f"{self.bound}" + ("" if run.correction is not None else
-                                   "; no --correction: stale samples are weighted as on-policy"))
+                f"{self.bound}, " + (f"correction {corr}" + (" (the async default)" if corr == ASYNC_CORRECTION
+                                                            and run.cfg.correction is None else "")
+                                     if corr else "no correction: stale samples are weighted as on-policy"))
 
     def __enter__(self) -> AsyncRollout:
         return self
@@ -189,7 +189,7 @@ class AsyncRollout:
         cfg = run.cfg
         mine = self._ahead.take(cfg.prompts_per_step)
         prompt_texts = [run.trainer.render(run.rows[i]) for i, _ in mine]
-        sampling = SamplingParams(seed=rollout_seed(cfg, step), max_new_tokens=cfg.max_new_tokens,
+        sampling = SamplingParams(seed=rollout_seed(cfg.seed, step), max_new_tokens=cfg.max_new_tokens,
                                   temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k)
         rid = self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine)
         self._requests[step] = (rid, mine, prompt_texts, sampling)
@@ -212,4 +212,4 @@ class AsyncRollout:
         return self._answers.pop(rid)
 
 
-__all__ = ["AsyncRollout", "Synchronous", "refuse", "rollout_seed", "start"]
+__all__ = ["AsyncRollout", "Synchronous", "refuse", "start", "why_not"]
