@@ -489,17 +489,20 @@ was never below no correction at k = 1 and 2, while sequence-level IS lost 0.06 
 def resolve_algo(cfg: TrainConfig) -> Algo:
     """The algorithm in force: preset ``cfg.algo`` with every non-None algorithm field of ``cfg``
     applied (``overlong_weight`` as its shorthand), ``overlong_cache`` resolved to tokens, and
-    :data:`ASYNC_CORRECTION` for an async run without a correction of its own."""
+    :data:`ASYNC_CORRECTION` for an async run without a correction of its own (where the algorithm takes one)."""
     overrides = {name: getattr(cfg, name) for name in ALGO_FIELDS if getattr(cfg, name) is not None}
-    if cfg.async_steps > 0 and overrides.get("correction") is None \
-            and getattr(algos.PRESETS.get(cfg.algo), "correction", None) is None:
-        overrides["correction"] = ASYNC_CORRECTION
     if cfg.overlong_weight is not None:
         overrides["overlong"] = cfg.overlong_weight > 0
         if cfg.overlong_weight > 0:
             overrides["overlong_factor"] = cfg.overlong_weight
     if overrides.get("overlong_cache") is None:
         overrides["overlong_cache"] = max(1, cfg.max_new_tokens // 4)
+    if cfg.async_steps > 0 and overrides.get("correction") is None \
+            and getattr(algos.PRESETS.get(cfg.algo), "correction", None) is None:
+        try:  # where the algorithm takes a correction at all (DPO's pairwise loss takes none)
+            return algos.get(cfg.algo, **{**overrides, "correction": ASYNC_CORRECTION})
+        except algos.AlgoError:
+            pass
     return algos.get(cfg.algo, **overrides)
 
 
