@@ -327,7 +327,8 @@ def log_skipped(run: Run, step: int, batch: Batch, t_step: float) -> None:
               f"prompts (--max-gen-batches {cfg.max_gen_batches}); no update this step")
     run.log.message(f"step {step}: skipped: {reason}")
     run.log.log(step, {**gen_metrics(run, batch), **tool_metrics(run, batch.generated), "skip_reason": reason,
-                       "lr": run.scheduler.get_last_lr()[0], **batch.timings, "time/step": time.perf_counter() - t_step})
+                       "lr": run.scheduler.get_last_lr()[0], **batch.timings,
+                       "time/step": time.perf_counter() - t_step})
 
 
 # --- checkpoint: rewardlab/train/checkpoint.py (save_step: the collective save of a step) ---
