@@ -5,8 +5,8 @@
 The loop asks :func:`start` for its rollout stage once: with k = 0 it calls ``loop.rollout_and_score``
 as the loop would (the synchronous loop, unchanged); with k >= 1 an :class:`AsyncRollout`, which runs the same
 stage with its generation replaced by :meth:`AsyncRollout.generate`. That keeps k + 1 requests queued
-on a :class:`~rewardlab.train.async_worker.GenerationWorker` (an HF engine in its own process, on its
-own copy of the policy) and, at the start of step t, pushes the weights after step t - 1 (version
+on a :class:`~rewardlab.train.async_worker.GenerationWorker` (the ``--rollout`` engine, HF or vLLM, in its
+own process, on its own copy of the policy) and, at the start of step t, pushes the weights after step t - 1 (version
 t - 1), queues step t + k's prompts, and takes step t's completions. Step t's request was queued
 after version ``t - 1 - k`` (or the start's) was pushed, so its staleness, ``(t - 1) - version``, is
 at most k. Requests answer in order; advantages and the update run in the trainer as before, on the
@@ -71,11 +71,17 @@ def why_not(cfg: TrainConfig, algo: Algo, world_size: int = 1) -> str | None:
         return "--group-size-policy variance sizes groups from the rewards of the steps before"
     if cfg.feedback != "none" or cfg.tools != "none":
         return "--feedback / --tools rollouts are not pipelined yet"
-    if cfg.rollout != "hf":
-        return "the generation worker is the HF engine (--rollout hf)"
     if world_size > 1:
         return "the generation worker serves one process (not torchrun)"
     return None
+
+
+def worker_engine_kwargs(cfg: TrainConfig) -> dict[str, object]:
+    """The generation worker's engine settings: ``build_engine``'s for ``--rollout vllm`` (memory share, seed),
+    sleep mode off (the worker's engine generates while the trainer trains: nothing to hand back); none for HF."""
+    if cfg.rollout != "vllm":
+        return {}
+    return {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization, "enable_sleep_mode": False, "seed": cfg.seed}
 
 
 def refuse(cfg: TrainConfig, algo: Algo, world_size: int) -> None:
@@ -118,7 +124,8 @@ class AsyncRollout:
         self.bound = self.k if cfg.max_staleness is None else cfg.max_staleness
         self._stage, self._grade, self._run = rollout_and_score, grade, run
         self.worker = GenerationWorker(run.model, run.tok, version=run.start_step, batch_size=cfg.rollout_batch_size,
-                                       threads=torch.get_num_threads(), on_part=self._grade_part)
+                                       threads=torch.get_num_threads(), on_part=self._grade_part,
+                                       engine=cfg.rollout, engine_kwargs=worker_engine_kwargs(cfg))
         self._ahead = copy.deepcopy(run.stream)  # takes the prompts of the steps in flight
         self._requests: dict[int, tuple[int, Prompts, list[str], SamplingParams]] = {}  # step -> its request
         self._answers: dict[int, Result] = {}  # rid -> answer not taken yet
@@ -212,4 +219,4 @@ class AsyncRollout:
         return self._answers.pop(rid)
 
 
-__all__ = ["AsyncRollout", "Synchronous", "refuse", "start", "why_not"]
+__all__ = ["AsyncRollout", "Synchronous", "refuse", "start", "why_not", "worker_engine_kwargs"]
