@@ -45,6 +45,9 @@ def test_k1_with_vllm_versions_within_bound_and_correction_weights_reach_the_los
     proc = run_cli(base_args(vllm_model, out, algo="grpo", steps=3, async_steps=1, rollout="vllm",
                              correction="decoupled_token_is"), timeout=900)
     assert "async rollout               1 step(s) ahead in a worker process" in proc.stdout, proc.stdout[-2000:]
+    # the worker (process name rewardlab-generation) started a vLLM engine: vLLM prefixes its log lines so
+    worker_lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith("(rewardlab-generation pid=")]
+    assert any("Initializing a V1 LLM engine" in x for x in worker_lines), (proc.stdout + proc.stderr)[-3000:]
     metrics, rollouts = read_jsonl(out / "metrics.jsonl"), read_jsonl(out / "rollouts.jsonl")
     assert [m["step"] for m in metrics] == [1, 2, 3]
     for m in metrics:
