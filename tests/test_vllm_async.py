@@ -48,6 +48,9 @@ def test_k1_with_vllm_versions_within_bound_and_correction_weights_reach_the_los
     # the worker (process name rewardlab-generation) started a vLLM engine: vLLM prefixes its log lines so
     worker_lines = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith("(rewardlab-generation pid=")]
     assert any("Initializing a V1 LLM engine" in x for x in worker_lines), (proc.stdout + proc.stderr)[-3000:]
+    # and only the worker: the trainer keeps an HF engine on its live model (build.engine_kind), no second vLLM
+    engines = [x for x in (proc.stdout + proc.stderr).splitlines() if "Initializing a V1 LLM engine" in x]
+    assert len(engines) == 1, engines
     metrics, rollouts = read_jsonl(out / "metrics.jsonl"), read_jsonl(out / "rollouts.jsonl")
     assert [m["step"] for m in metrics] == [1, 2, 3]
     for m in metrics:
