@@ -380,6 +380,12 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, dtype: Any = "a
 _DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
 
 
+def check_device_spelling(device: str) -> None:
+    """A one-line :class:`RewardlabError` unless ``device`` is spelt like cpu, cuda, cuda:N or auto (no torch)."""
+    if not _DEVICE_RE.match(str(device).strip().lower()):
+        raise RewardlabError(f"--device {device!r}: expected cpu, cuda, cuda:N or auto")
+
+
 def resolve_device(device: str) -> str:
     """The device a run will use (``auto`` -> ``cuda`` when available, else ``cpu``), checked now.
 
@@ -391,8 +397,7 @@ def resolve_device(device: str) -> str:
     spec = str(device).strip().lower()
     if spec == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if not _DEVICE_RE.match(spec):
-        raise RewardlabError(f"--device {device!r}: expected cpu, cuda, cuda:N or auto")
+    check_device_spelling(device)
     try:
         dev = torch.device(spec)
     except (RuntimeError, ValueError):
@@ -452,6 +457,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "INSTALL_HINT",
     "cache_dir",
+    "check_device_spelling",
     "check_model",
     "convert_wheel_gguf",
     "default_cache_path",

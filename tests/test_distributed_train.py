@@ -4,7 +4,8 @@ Both runs go through the real CLI (``python -m rewardlab train``) with a tiny mo
 two runs see the same global batch, sampling is deterministic per prompt whatever the rank split:
 ``--top-k 1`` (greedy), one completion per prompt (``--group-size 1``: a singleton group's
 advantage is its reward), and ``--rollout-batch-size 1`` (no padding that depends on batch
-neighbours). The reward is ``length_reward`` below (loaded by dotted path), so advantages differ
+neighbours). The reward is ``length_reward`` below (loaded by dotted path; scored in the reward
+pool in the shared straight 2-rank run, in the trainer's threads in the others), so advantages differ
 between prompts and the update is not zero. The 2-rank run splits each mini-batch over the ranks
 (one micro-batch each, versus two accumulated micro-batches in one process), all-reduces the loss
 denominators, and sums FSDP2 gradients; losses and final weights must match.
@@ -36,16 +37,27 @@ def length_reward(completion: str, reference, **meta) -> RewardResult:
     return RewardResult((len(completion) % 5) / 4.0, {"status": "ok"})
 
 
+def length_reward_local(completion: str, reference, **meta) -> RewardResult:
+    """:func:`length_reward`, scored in the trainer's own threads: no reward pool to start (a fork
+    server importing sympy, and its worker) in each process of a run. The straight 2-rank run keeps
+    the pool, so the pool under torchrun stays tested, and a run with either equals one with the other."""
+    return length_reward(completion, reference, **meta)
+
+
+length_reward_local.isolated = True
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _run(launcher: list[str], model_dir: Path, out: Path, steps: int = 2) -> subprocess.CompletedProcess:
+def _run(launcher: list[str], model_dir: Path, out: Path, steps: int = 2,
+         reward: str = "length_reward_local") -> subprocess.CompletedProcess:
     args = [
         "train", "--algo", "grpo", "--model", str(model_dir), "--task", "arith",
-        "--reward", "test_distributed_train.length_reward",
+        "--reward", f"test_distributed_train.{reward}",
         "--steps", str(steps), "--prompts-per-step", "4", "--group-size", "1", "--top-k", "1",
         "--rollout-batch-size", "1", "--micro-batch-size", "2", "--max-new-tokens", "6",
         "--train-top-layers", "0", "--lr", "1e-3", "--save-every", "2", "--reward-workers", "1",
@@ -72,9 +84,9 @@ def _torchrun() -> list[str]:
 
 @pytest.fixture(scope="module")
 def two_rank_run(tiny_model_dir, tmp_path_factory) -> Path:
-    """A straight 2-step, 2-rank run (shared by both tests)."""
+    """A straight 2-step, 2-rank run (shared by both tests), its rewards scored in each rank's pool."""
     out = tmp_path_factory.mktemp("dist") / "two"
-    _run(_torchrun(), tiny_model_dir, out)
+    _run(_torchrun(), tiny_model_dir, out, reward="length_reward")
     return out
 
 

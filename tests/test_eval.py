@@ -27,8 +27,13 @@ DATA = data_dir()
 needs_data = pytest.mark.skipif(DATA is None, reason="no evaluation data directory (set REWARDLAB_DATA_DIR)")
 
 
+ONE_WORKER = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_REWARD_WORKERS": "1"}
+"""The CLI's environment: offline, one thread, one reward worker (the default, one per core, starts a
+second interpreter that preloads sympy; no test here depends on the pool's size)."""
+
+
 def cli(*args: str, env_extra: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **(env_extra or {})}
+    env = {**os.environ, **ONE_WORKER, **(env_extra or {})}
     if DATA is not None:
         env.setdefault("REWARDLAB_DATA_DIR", str(DATA))
     return subprocess.run([sys.executable, "-m", "rewardlab", "eval", *args], capture_output=True, text=True, env=env,
@@ -337,7 +342,7 @@ def test_cli_kill_and_resume(tmp_path, tiny_model_dir):
             "--quiet"]
     killed = tmp_path / "killed"
     samples = killed / "samples_gsm8k.jsonl"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_DATA_DIR": str(DATA)}
+    env = {**os.environ, **ONE_WORKER, "REWARDLAB_DATA_DIR": str(DATA)}
     proc = subprocess.Popen([sys.executable, "-m", "rewardlab", "eval", *args, "--output", str(killed)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 120

@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "REWARDLAB_REWARD_WORKERS": "1"}  # one reward worker: no test here depends on the pool's size
     return subprocess.run([sys.executable, "-m", "rewardlab", "eval", *args], capture_output=True, text=True,
                           env=env, cwd=str(cwd), timeout=300)
 

@@ -1,4 +1,4 @@
-"""Every preset's seeded metrics over 3 training steps equal the ones recorded before the issue-25 redesign.
+"""Every preset's seeded metrics over 3 training steps equal the recorded ones (see History below).
 
 ``tests/data/preset_metrics_golden.json`` was written by this file with ``REWARDLAB_RECORD_GOLDEN=1`` on the
 tiny random model and the arith task through the real CLI (``tests/test_presets_cli.py``'s ``train_cli``),
@@ -10,9 +10,12 @@ the token budget, where every aggregation agrees, and tests/test_algos_reference
 History: first recorded at d43feab with the task's math reward, which pays a random model nothing, so that
 every advantage and gradient was 0 (found on 2026-12-03, when the test passed with the KL sign flipped).
 Recorded again from a clean worktree of a566a1d, the commit before the loop, decoder, pool, eval and math
-splits of issue 25, with the varied reward; the tree after them passes unchanged. Re-record only for a change
-that is meant to move the numbers, and say so here. Timing and memory metrics are not compared (they are not
-functions of the seed), nor the reward's status counts.
+splits of issue 25, with the varied reward; the tree after them passes unchanged. Recorded again, on purpose,
+from a clean worktree of 71cb40a, the commit that splits every random stream with ``rewardlab.seeds.derive_seed``
+(the prompt order and the step sampling seeds moved, the arithmetic did not); a clean worktree of the commit
+just before it (d5f1d67) passed the previous recording unchanged, so that recording matched the pre-split tree.
+Re-record only for a change that is meant to move the numbers, and say so here. Timing and memory metrics are
+not compared (they are not functions of the seed), nor the reward's status counts.
 """
 
 from __future__ import annotations

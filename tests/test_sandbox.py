@@ -327,6 +327,14 @@ def _world_readable_copy(dest: Path) -> None:
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
 
 
+HARNESS_GRACE = 0.25
+"""Seconds the harness waits after each case before its leftover-process, file and network checks
+(its default 1.0 s is 23 s of sleeping a run). A shorter wait checks no less: the harness is the
+children's subreaper, so a process that outlives its case is still there to count, and one that
+wrote a file and exited has already written it. A wait matters only for a process still dying, and
+the sandbox kills and reaps every descendant before it answers (sandbox/server.py kill_descendants)."""
+
+
 def _run_attack_harness(executor: str) -> None:
     """Run ../shared/bench/sandbox_attacks against ``executor``: every case must pass."""
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else os.path.realpath(sys.executable)
@@ -335,7 +343,7 @@ def _run_attack_harness(executor: str) -> None:
         _world_readable_copy(Path(d) / "pkg")
         cmd = [sys.executable, str(HARNESS), "--executor", executor,
                "--executor-path", str(Path(d) / "pkg"), "--runner-user", "nobody", "--runner-python", python,
-               "--timeout", "3"]
+               "--timeout", "3", "--grace", str(HARNESS_GRACE)]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=d)
     out = r.stdout + r.stderr
     m = re.search(r"^(\d+) passed, (\d+) failed", out, re.M)

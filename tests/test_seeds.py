@@ -69,3 +69,12 @@ def test_numpy_ints_are_ints_and_other_types_are_refused():
             derive_seed(bad)
     with pytest.raises(ValueError):
         derive_seed()
+
+
+def test_rollout_seed_splits_the_run_seed_by_step_round_and_rank():
+    """``loop.generate``'s seed: every (seed, step, round, rank) its own stream, the rollout label first."""
+    from rewardlab.train.samples import rollout_seed
+
+    assert rollout_seed(0, 1) == rollout_seed(0, 1, 1, 0) == derive_seed("rollout", 0, 1, 1, 0) == 1268083292
+    grid = list(itertools.product(range(3), range(1, 11), range(1, 4), range(4)))
+    assert len({rollout_seed(*g) for g in grid}) == len(grid)

@@ -271,10 +271,22 @@ def test_reserved_names_reach_the_reward_renamed(configs, tok):
         "reference__": "r", "reference_": "taken", "deadline_": 1, "k": 2}
 
 
-def test_prime_manager_reads_compute_score_prime(configs, tok):
+def test_prime_manager_reads_compute_score_prime(configs, tok, monkeypatch):
     """verl's legacy PrimeRewardManager calls fn(data_source, solution_str, ground_truth, extra_info)
-    positionally in forked worker processes and reads a number (else ``result[0]``)."""
+    positionally in forked worker processes and reads a number (else ``result[0]``).
+
+    verl forks a pool of 64 workers per call (a forking pool starts them all at once) and stops them
+    one by one; two rows need two, so the pool is capped at two: the same forked processes, the same
+    pickling of the function, 8 s less."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    import verl.workers.reward_manager.prime as prime_module
     from verl.workers.reward_manager import PrimeRewardManager
+
+    def two_workers(max_workers=None, *args, **kw):
+        return ProcessPoolExecutor(min(max_workers or 2, 2), *args, **kw)
+
+    monkeypatch.setattr(prime_module, "ProcessPoolExecutor", two_workers)
 
     rows = [{"response": "so 72", "truth": "72"}, {"response": "so 71", "truth": "72"}]
     prime = PrimeRewardManager(tokenizer=tok, num_examine=0, compute_score=get_custom_reward_fn(configs["prime"]))
@@ -304,7 +316,8 @@ def test_what_verl_rejects_or_ignores(configs):
 def test_the_same_tests_pass_on_verl_0_8():
     if not (VERL_08 / "verl").is_dir():
         pytest.skip(".venv/verl-0.8.0 missing: run setup.sh")
-    env = {**os.environ, "VERL_UNDER_TEST": "0.8.0", "PYTHONPATH": str(VERL_08)}
+    # one reward worker: the session fixture warms the whole pool, and no test here depends on its size
+    env = {**os.environ, "VERL_UNDER_TEST": "0.8.0", "PYTHONPATH": str(VERL_08), "REWARDLAB_REWARD_WORKERS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__, "-k", "not verl_0_8"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import typing
 from typing import Any, Callable
 
@@ -57,9 +56,10 @@ def config_options(fn: Callable) -> Callable:
 
 
 def _set_threads(cfg: EvalConfig) -> None:
-    """``--threads``, or 1 thread on machines with <= 4 cores, for a CPU model."""
-    cores = os.cpu_count() or 1
-    nthreads = cfg.threads if cfg.threads is not None else (1 if cores <= 4 else None)
+    """``--threads``, or training's default (:func:`rewardlab.train.process.default_threads`), for a CPU model."""
+    from rewardlab.train.process import default_threads  # lazy: --help and typos stay fast (torch)
+
+    nthreads = cfg.threads if cfg.threads is not None else default_threads()
     if nthreads is not None and cfg.device == "cpu":
         import torch
 

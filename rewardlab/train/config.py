@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from rewardlab import algos, tasks
 from rewardlab.algos import ALGOS, Algo
 from rewardlab.errors import RewardlabError
 from rewardlab.fields import attribute_docs
-from rewardlab.models import check_model, resolve_device
+from rewardlab.models import check_device_spelling, check_model, resolve_device
 from rewardlab.rollout import tool_settings
 from rewardlab.rollout.tool_settings import TOOLS, ToolSettings
 
@@ -462,8 +461,7 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError("--eval-samples > 1 needs --eval-temperature > 0 (greedy answers are all the same)")
     if cfg.threads is not None and cfg.threads < 1:
         raise RewardlabError(f"--threads must be >= 1, got {cfg.threads}")
-    if not _DEVICE_RE.match(str(cfg.device).strip().lower()):
-        raise RewardlabError(f"--device {cfg.device!r}: expected cpu, cuda, cuda:N or auto")
+    check_device_spelling(cfg.device)
     resolve_algo(cfg)  # every algorithm field, checked once, by algos.Algo.check
 
 
@@ -589,7 +587,6 @@ def to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-_DEVICE_RE = re.compile(r"^[a-z][a-z0-9_]*(:\d+)?$")
 """A device spelling (checked without importing torch; ``models.resolve_device`` checks the device itself)."""
 
 

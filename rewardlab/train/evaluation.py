@@ -47,13 +47,10 @@ from rewardlab.logging import JsonlWriter, truncate_jsonl
 from rewardlab.rewards import get_reward
 from rewardlab.rewards.pool import score_batch
 from rewardlab.rollout import SamplingParams
+from rewardlab.seeds import derive_seed
 from rewardlab.train import distributed
 from rewardlab.train.config import eval_suite_names
 from rewardlab.train.state import Run
-
-EVAL_SEED_OFFSET = 7_919
-"""Sampled evals (``--eval-temperature > 0``) draw with seed ``--seed + EVAL_SEED_OFFSET`` at every
-eval, so two evals differ by the policy, not by the draw (greedy evals draw nothing)."""
 
 SAMPLE_LOG = "eval/samples.jsonl"
 HELDOUT_REPORT = "eval/heldout.json"
@@ -168,11 +165,13 @@ def summarize(bench: Benchmark, records: list[dict[str, Any]], n: int) -> dict[s
 
 
 def sampling_of(cfg: Any) -> SamplingParams:
+    """The eval's sampling: greedy, or (``--eval-temperature > 0``) seeded with ``derive_seed("eval", --seed)``
+    at every eval, so two evals differ by the policy, not by the draw."""
     tokens = cfg.eval_max_new_tokens or cfg.max_new_tokens
     if cfg.eval_temperature == 0:
         return SamplingParams(max_new_tokens=tokens, temperature=0.0)
     return SamplingParams(max_new_tokens=tokens, temperature=cfg.eval_temperature, top_p=cfg.top_p, top_k=cfg.top_k,
-                          seed=(cfg.seed + EVAL_SEED_OFFSET) % (2**31))
+                          seed=derive_seed("eval", cfg.seed))
 
 
 def run_benchmark(run: Run, bench: Benchmark) -> list[dict[str, Any]]:
