@@ -172,3 +172,24 @@ def __getattr__(name: str):
         globals()["letters"] = reward = letters_reward()
         return reward
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def two_versions(path, scale: float = 0.5, seed: int = 0):
+    """``(v0, v1, tokenizer)``: the model at ``path`` (float32, CPU) and a copy with every weight moved by
+    ``scale`` x seeded noise, all of whose parameters are trainable: two policy versions that sample
+    different tokens (the generation worker's weight-push tests)."""
+    import copy
+
+    import torch
+
+    from rewardlab.models import load_model
+
+    v0, tok = load_model(str(path), dtype="float32", device="cpu")
+    v1 = copy.deepcopy(v0)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in v1.parameters():
+            p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * scale)
+    for p in v1.parameters():  # the trainable part a push sends: every parameter here
+        p.requires_grad_(True)
+    return v0, v1, tok

@@ -11,7 +11,6 @@ grader as soon as it is decoded, on the reader thread, while the later chunks de
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 import time
@@ -25,6 +24,7 @@ from rewardlab.models import load_model
 from rewardlab.rewards.base import CheapReward, RewardResult
 from rewardlab.rollout import SamplingParams
 from rewardlab.rollout.hf import HFEngine
+from rewardlab.testing import two_versions
 from rewardlab.train.async_worker import GenerationWorker
 
 ASYNC = ["async/staleness_mean", "async/staleness_max", "async/dropped", "async/trainer_idle_s",
@@ -123,13 +123,7 @@ def test_what_cannot_run_async_is_refused_in_one_line(tiny_model_dir, tmp_path, 
 def test_weights_pushed_during_a_request_do_not_reach_it(tiny_model_dir):
     """A torn update would mix two versions inside one request's completions; each must equal its own version's."""
     torch.set_num_threads(1)
-    v0, tok = load_model(str(tiny_model_dir), dtype="float32", device="cpu")
-    v1 = copy.deepcopy(v0)
-    with torch.no_grad():
-        for p in v1.parameters():
-            p.add_(torch.randn_like(p) * 0.5)
-    for p in v1.parameters():  # the trainable part a push sends: every parameter here
-        p.requires_grad_(True)
+    v0, v1, tok = two_versions(tiny_model_dir)
     prompts = ["1+1=", "2+3=", "7*6=", "9-4="]
     sampling = SamplingParams(seed=3, max_new_tokens=32, temperature=1.0)
     worker = GenerationWorker(v0, tok, version=0, batch_size=16, threads=1)

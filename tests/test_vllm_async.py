@@ -11,7 +11,6 @@ REWARDLAB_REQUIRE_VLLM=1, where a vLLM that does not import fails instead.
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import os
 
@@ -20,6 +19,7 @@ import torch
 from test_train import base_args, read_jsonl, run_cli
 
 from rewardlab.rollout import SamplingParams
+from rewardlab.testing import two_versions
 from rewardlab.train.async_worker import GenerationWorker
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -64,18 +64,10 @@ def test_k1_with_vllm_versions_within_bound_and_correction_weights_reach_the_los
 
 def test_weights_pushed_during_a_request_do_not_reach_it_and_reach_the_next(vllm_model):
     """The vLLM worker's requests, before and after a push: each equals a fresh engine on its own version."""
-    from rewardlab.models import load_model
     from rewardlab.rollout.vllm import VLLMEngine
 
     torch.set_num_threads(1)
-    v0, tok = load_model(str(vllm_model), dtype="float32", device="cpu")
-    v1 = copy.deepcopy(v0)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in v1.parameters():
-            p.add_(torch.randn_like(p) * 0.5)
-    for p in v1.parameters():  # the trainable part a push sends: every parameter here
-        p.requires_grad_(True)
+    v0, v1, tok = two_versions(vllm_model)
     prompts = ["1+1=", "2+3=", "7*6=", "9-4="]
     sampling = SamplingParams(seed=3, max_new_tokens=16, temperature=1.0)
     parts: list[tuple[int, int]] = []
