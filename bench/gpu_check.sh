@@ -2,8 +2,9 @@
 # One prepared check for a machine with one GPU: `rewardlab train` on a ~0.5B random-init model
 # (a Qwen2-0.5B-shaped config: 24 layers, hidden 896, 14 heads / 2 KV heads, vocab 151936,
 # 494 M parameters, with rewardlab's small local tokenizer) for a few steps, with the HF engine
-# and, where vLLM imports, the vLLM engine. Prints per-phase step time, rollout tokens/s and peak
-# GPU memory for each engine.
+# and, where vLLM imports, the vLLM engine, each synchronous and then with `--async-steps 1` (generation
+# one step ahead in a worker process, issue 26). Prints per-phase step time, rollout tokens/s and peak
+# GPU memory for each run, then each engine's async s/step next to its synchronous s/step.
 #
 #   bash bench/gpu_check.sh                          # PY=.venv/bin/python (needs a CUDA torch)
 #   PY=/opt/venv/bin/python VLLM_PY=/opt/vllm-venv/bin/python bash bench/gpu_check.sh
@@ -17,7 +18,9 @@
 # reserved share: gpu_memory_utilization 0.3 by default) and torch's own peak is not separated.
 # Random-init weights never emit EOS on purpose, so every completion runs to MAX_NEW_TOKENS: a
 # throughput check, not a learning check. Step 1 includes warm-up; the summary averages the
-# later steps when there are any.
+# later steps when there are any. Async runs: the worker holds its own copy of the policy (and, for
+# vLLM, its own engine; the trainer still builds its in-process one), so peak memory is higher; on a GPU
+# the vLLM worker's weight snapshots travel by CUDA IPC. ASYNC=0 skips the async runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +32,7 @@ MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-256}
 MICRO=${MICRO:-16}
 SIZE=${SIZE:-0.5b}
 ALLOW_CPU=${ALLOW_CPU:-0}
+ASYNC=${ASYNC:-1}
 WORK=${WORK:-$(mktemp -d /tmp/rewardlab-gpu-check.XXXXXX)}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 
@@ -74,9 +78,10 @@ tok.save_pretrained(out)
 print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters -> {out}")
 EOF
 
-run_engine() {  # $1 = hf | vllm, $2 = python
-    local engine=$1 py=$2 run="$WORK/run-$1" mem="$WORK/mem-$1.txt" sampler=""
-    echo "== rewardlab train --rollout $engine"
+run_engine() {  # $1 = hf | vllm, $2 = python, $3 = --async-steps (default 0)
+    local engine=$1 py=$2 k=${3:-0}
+    local label="$engine-k$k" run="$WORK/run-$engine-k$k" mem="$WORK/mem-$engine-k$k.txt" sampler=""
+    echo "== rewardlab train --rollout $engine --async-steps $k"
     if command -v nvidia-smi >/dev/null; then
         nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$mem" &
         sampler=$!
@@ -85,11 +90,11 @@ run_engine() {  # $1 = hf | vllm, $2 = python
     "$py" -m rewardlab train --algo grpo --model "$WORK/model" --task arith --rollout "$engine" \
         --steps "$STEPS" --prompts-per-step "$PROMPTS" --group-size "$GROUP" --max-new-tokens "$MAX_NEW_TOKENS" \
         --micro-batch-size "$MICRO" --rollout-batch-size $((PROMPTS * GROUP)) --train-top-layers 0 \
-        --save-every 100000 --no-plots --no-progress --output-dir "$run" 2>&1 | tail -n 20
+        --async-steps "$k" --save-every 100000 --no-plots --no-progress --output-dir "$run" 2>&1 | tail -n 20
     local status=${PIPESTATUS[0]}
     [ -n "$sampler" ] && kill "$sampler" 2>/dev/null && wait "$sampler" 2>/dev/null || true
     echo "wall $((SECONDS - t0)) s, exit $status"
-    "$py" - "$run/metrics.jsonl" "$mem" "$engine" <<'EOF'
+    "$py" - "$run/metrics.jsonl" "$mem" "$label" "$WORK/step-$label.txt" <<'EOF'
 import json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 use = rows[1:] or rows  # step 1 includes warm-up (CUDA init, vLLM graphs)
@@ -99,18 +104,33 @@ def mean(k):
 peak = "n/a"
 if os.path.exists(sys.argv[2]) and os.path.getsize(sys.argv[2]):
     peak = f"{max(int(x) for x in open(sys.argv[2]).read().split()) / 1024:.1f} GiB"
-print(f"{sys.argv[3]:>5}: steps {[r['step'] for r in use]} | step {mean('time/step'):.2f} s = generate "
+print(f"{sys.argv[3]:>8}: steps {[r['step'] for r in use]} | step {mean('time/step'):.2f} s = generate "
       f"{mean('time/generate'):.2f} + reward {mean('time/reward'):.2f} + update {mean('time/update'):.2f} | "
       f"rollout {mean('tokens/s'):.0f} tok/s | peak GPU memory {peak}")
+if "async/overlap" in use[0]:  # generate is the worker's time; the trainer waited trainer_idle_s of it
+    print(f"{'':>8}  async: overlap {mean('async/overlap'):.2f}, trainer idle {mean('async/trainer_idle_s'):.2f} s,"
+          f" engine idle {mean('async/engine_idle_s'):.2f} s, push {mean('async/push_s'):.3f} s,"
+          f" staleness max {max(r['async/staleness_max'] for r in rows):g}")
+with open(sys.argv[4], "w") as f:
+    f.write(f"{mean('time/step'):.3f}\n")
 EOF
     return "$status"
 }
 
 summary=()
-run_engine hf "$PY" && summary+=("hf ok") || summary+=("hf FAILED")
-if [ -n "${VLLM_PY:-}" ]; then
-    run_engine vllm "$VLLM_PY" && summary+=("vllm ok") || summary+=("vllm FAILED")
-else
-    summary+=("vllm skipped (not installed)")
-fi
+engines=("hf $PY")
+if [ -n "${VLLM_PY:-}" ]; then engines+=("vllm $VLLM_PY"); else summary+=("vllm skipped (not installed)"); fi
+for ks in 0 $([ "$ASYNC" = 1 ] && echo 1); do
+    for e in "${engines[@]}"; do
+        set -- $e
+        run_engine "$1" "$2" "$ks" && summary+=("$1 k=$ks ok") || summary+=("$1 k=$ks FAILED")
+    done
+done
+echo "== s/step, synchronous vs --async-steps 1 (steps after the first)"
+for e in "${engines[@]}"; do
+    set -- $e
+    sync=$(cat "$WORK/step-$1-k0.txt" 2>/dev/null || echo n/a)
+    async=$(cat "$WORK/step-$1-k1.txt" 2>/dev/null || echo n/a)
+    echo "$1: sync $sync s/step, async $async s/step"
+done
 echo "== done: ${summary[*]}; runs in $WORK"

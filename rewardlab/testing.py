@@ -6,6 +6,10 @@ SmolLM2), and the model is built from a config with random weights.
 
     from rewardlab.testing import build_tiny_model
     path = build_tiny_model("/tmp/tiny")        # a folder that from_pretrained loads
+
+Learning probes for such models: ``rewardlab.testing.letters`` (``--reward rewardlab.testing.letters``), the
+share of a completion's characters that are ASCII lowercase letters, a task a random model starts near 0.4
+on and can move both ways; :func:`coin_reward`, a control independent of the completion.
 """
 
 from __future__ import annotations
@@ -140,3 +144,52 @@ def coin_reward():
 
     return CoinReward()
 
+
+
+def letter_fraction(text: str) -> float:
+    """Share of characters that are ASCII lowercase letters (0 for an empty completion)."""
+    return sum("a" <= c <= "z" for c in text) / max(1, len(text))
+
+
+def letters_reward():
+    """The learnable probe task: a completion's :func:`letter_fraction`, in [0, 1], graded on the caller's
+    thread (cheap and isolated: no worker process)."""
+    from rewardlab.rewards.base import CheapReward, RewardResult
+
+    class LettersReward(CheapReward):
+        name = "letters"
+        isolated = True
+
+        def __call__(self, completion: str, reference=None, **meta) -> RewardResult:
+            return RewardResult(letter_fraction(completion))
+
+    return LettersReward()
+
+
+def __getattr__(name: str):
+    """``letters``: one :func:`letters_reward`, built on first use (``--reward rewardlab.testing.letters``)."""
+    if name == "letters":
+        globals()["letters"] = reward = letters_reward()
+        return reward
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def two_versions(path, scale: float = 0.5, seed: int = 0):
+    """``(v0, v1, tokenizer)``: the model at ``path`` (float32, CPU) and a copy with every weight moved by
+    ``scale`` x seeded noise, all of whose parameters are trainable: two policy versions that sample
+    different tokens (the generation worker's weight-push tests)."""
+    import copy
+
+    import torch
+
+    from rewardlab.models import load_model
+
+    v0, tok = load_model(str(path), dtype="float32", device="cpu")
+    v1 = copy.deepcopy(v0)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in v1.parameters():
+            p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * scale)
+    for p in v1.parameters():  # the trainable part a push sends: every parameter here
+        p.requires_grad_(True)
+    return v0, v1, tok

@@ -5,12 +5,15 @@ Through the real CLI with the tiny random model, as tests/test_train.py, graded 
 k >= 1 runs, every sample's policy version is within the staleness bound, stale ones are dropped,
 the correction's importance weights reach the loss, and presets that cannot be pipelined are
 refused with one line. The worker itself is tested for torn updates: weights pushed while a request
-is generating must not touch that request.
+is generating must not touch that request; and for streaming: each chunk of completions reaches the
+grader as soon as it is decoded, on the reader thread, while the later chunks decode.
 """
 
 from __future__ import annotations
 
-import copy
+import os
+import threading
+import time
 
 import pytest
 import torch
@@ -18,12 +21,29 @@ from safetensors.torch import load_file
 from test_train import base_args, read_jsonl, run_cli
 
 from rewardlab.models import load_model
+from rewardlab.rewards.base import CheapReward, RewardResult
 from rewardlab.rollout import SamplingParams
 from rewardlab.rollout.hf import HFEngine
+from rewardlab.testing import two_versions
 from rewardlab.train.async_worker import GenerationWorker
 
 ASYNC = ["async/staleness_mean", "async/staleness_max", "async/dropped", "async/trainer_idle_s",
          "async/engine_idle_s", "async/overlap"]
+
+
+class ThreadRecorder(CheapReward):
+    """``length_mod_reward``'s score, graded on the caller's thread; appends that thread's name to $RECORD_THREADS."""
+
+    name = "thread_recorder"
+    isolated = True
+
+    def __call__(self, completion: str, reference=None, **meta) -> RewardResult:
+        with open(os.environ["RECORD_THREADS"], "a") as f:
+            f.write(threading.current_thread().name + "\n")
+        return RewardResult((len(completion) % 3) / 2)
+
+
+thread_recorder = ThreadRecorder()
 
 
 def _untimed(rows: list[dict]) -> list[dict]:
@@ -103,13 +123,7 @@ def test_what_cannot_run_async_is_refused_in_one_line(tiny_model_dir, tmp_path, 
 def test_weights_pushed_during_a_request_do_not_reach_it(tiny_model_dir):
     """A torn update would mix two versions inside one request's completions; each must equal its own version's."""
     torch.set_num_threads(1)
-    v0, tok = load_model(str(tiny_model_dir), dtype="float32", device="cpu")
-    v1 = copy.deepcopy(v0)
-    with torch.no_grad():
-        for p in v1.parameters():
-            p.add_(torch.randn_like(p) * 0.5)
-    for p in v1.parameters():  # the trainable part a push sends: every parameter here
-        p.requires_grad_(True)
+    v0, v1, tok = two_versions(tiny_model_dir)
     prompts = ["1+1=", "2+3=", "7*6=", "9-4="]
     sampling = SamplingParams(seed=3, max_new_tokens=32, temperature=1.0)
     worker = GenerationWorker(v0, tok, version=0, batch_size=16, threads=1)
@@ -128,3 +142,58 @@ def test_weights_pushed_during_a_request_do_not_reach_it(tiny_model_dir):
     assert [c.token_ids for c in b.completions] == [c.token_ids for c in want1]
     for got, want in zip(b.completions, want1):
         assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+
+
+def test_completions_are_graded_as_they_stream_in_on_the_reader_thread(tiny_model_dir, tmp_path, monkeypatch):
+    record = tmp_path / "threads.txt"
+    monkeypatch.setenv("RECORD_THREADS", str(record))
+    out = tmp_path / "stream"
+    run_cli(base_args(tiny_model_dir, out, algo="grpo", steps=3, async_steps=1, rollout_batch_size=4,
+                      reward="test_async.thread_recorder"))
+    metrics = read_jsonl(out / "metrics.jsonl")
+    # every completion (3 steps x 2 prompts x 4, and step 4's, queued ahead) graded off the trainer's thread
+    threads = record.read_text().split()
+    assert len(threads) >= 3 * 8 and set(threads) == {"rewardlab-generation-reader"}, set(threads)
+    assert all(m["async/grade_s"] > 0 and m["completions/kept"] == 8 for m in metrics)
+    assert [m["reward/mean"] for m in metrics] == [
+        pytest.approx(sum((len(r["completion"]) % 3) / 2 for r in read_jsonl(out / "rollouts.jsonl")
+                          if r["step"] == m["step"]) / 8) for m in metrics]
+
+
+def test_chunks_reach_the_grader_while_later_chunks_decode(tiny_model_dir):
+    """Four chunks of 4 rows: each is handed over when decoded, so the gaps between hand-overs add up to most
+    of the generation time (all at the end, they would add up to about 0); their concatenation is the answer."""
+    torch.set_num_threads(1)
+    model, tok = load_model(str(tiny_model_dir), dtype="float32", device="cpu")
+    prompts, sampling = ["1+1=", "2+3=", "7*6=", "9-4="], SamplingParams(seed=5, max_new_tokens=48, temperature=1.0)
+    seen: list[tuple[int, str, float, int]] = []
+
+    def on_part(rid: int, context, completions) -> None:
+        seen.append((rid, context, time.perf_counter(), len(completions)))
+
+    worker = GenerationWorker(model, tok, version=0, batch_size=4, threads=1, on_part=on_part)
+    try:
+        worker.submit(prompts, 1, sampling, context="warm-up")  # the worker's start-up is not in the gaps
+        worker.result()
+        seen.clear()
+        rid = worker.submit(prompts, 4, sampling, context="ctx")
+        res = worker.result()
+    finally:
+        worker.close()
+    assert [(r, c, n) for r, c, _, n in seen] == [(rid, "ctx", 4)] * 4
+    gaps = sum(b[2] - a[2] for a, b in zip(seen, seen[1:]))
+    assert gaps >= 0.4 * res.gen_s, (gaps, res.gen_s)
+    want = HFEngine(model, tok, batch_size=4).generate(prompts, 4, sampling)
+    assert [c.token_ids for c in res.completions] == [c.token_ids for c in want]
+
+
+def test_async_without_a_correction_uses_the_studied_default_and_disabled_turns_it_off(tiny_model_dir, tmp_path):
+    from rewardlab.train.config import ASYNC_CORRECTION
+
+    on, off = tmp_path / "default", tmp_path / "disabled"
+    proc = run_cli(base_args(tiny_model_dir, on, algo="grpo", steps=2, async_steps=1))
+    assert f"correction {ASYNC_CORRECTION} (the async default)" in proc.stdout
+    assert all("is_weight/mean" in m for m in read_jsonl(on / "metrics.jsonl"))  # its IS weights reach the loss
+    proc = run_cli(base_args(tiny_model_dir, off, algo="grpo", steps=2, async_steps=1, correction="disabled"))
+    assert "no correction: stale samples are weighted as on-policy" in proc.stdout
+    assert not any("is_weight/mean" in m for m in read_jsonl(off / "metrics.jsonl"))

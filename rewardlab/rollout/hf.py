@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,8 +149,10 @@ class HFEngine:
         add_special = not (bos and text.startswith(bos))  # chat templates often emit BOS themselves
         return self.tokenizer(text, add_special_tokens=add_special)["input_ids"]
 
-    def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
-        """Sample ``n`` completions for each prompt; returns ``len(prompts) * n`` in prompt-major order."""
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams, *,
+                 on_chunk: Callable[[list[Completion]], None] | None = None) -> list[Completion]:
+        """Sample ``n`` completions for each prompt; returns ``len(prompts) * n`` in prompt-major order. ``on_chunk``
+        gets each chunk's completions (``batch_size`` rows) once decoded (async streaming); the draws do not change."""
         from transformers import GenerationConfig, LogitsProcessorList  # lazy: see the module docstring
 
         if n < 1:
@@ -212,10 +215,12 @@ class HFEngine:
                     new_ids = out[:, input_ids.shape[1] :]  # (B, T_new), padded after finishing
                     row_lps = [None] * len(chunk) if recorder is None else recorder.finish(new_ids)
                     rows_ids = new_ids.tolist()
-                for prompt_index, ids, lps in zip(chunk, rows_ids, row_lps):
-                    completion = self._finish(prompt_index, encoded[prompt_index], ids, eos_ids, sampling, lps)
-                    generated += len(completion.token_ids)
-                    results.append(completion)
+                done = [self._finish(i, encoded[i], ids, eos_ids, sampling, lps)
+                        for i, ids, lps in zip(chunk, rows_ids, row_lps)]
+                generated += sum(len(c.token_ids) for c in done)
+                results.extend(done)
+                if on_chunk is not None:
+                    on_chunk(done)
         seconds = time.perf_counter() - t0
         self.stats = {
             "seconds": seconds,

@@ -1,10 +1,15 @@
-"""The generation worker of ``--async-steps``: an HF engine in its own process, on its own copy of the policy.
+"""The generation worker of ``--async-steps``: an HF or vLLM engine in its own process, on its own copy of the policy.
 
-    worker = GenerationWorker(policy, tok, version=0, batch_size=64, threads=1)
+    worker = GenerationWorker(policy, tok, version=0, batch_size=64, threads=1)   # engine="vllm": a VLLMEngine
     rid = worker.submit(prompts, n, sampling)        # queued; the worker generates while the trainer trains
     worker.push(policy, version=1)                   # after an optimizer step: a snapshot of the trained weights
     res = worker.result()                            # Result(rid, version, completions, gen_s, idle_s)
     worker.close()
+
+Streaming: the engine sends each chunk of a request's completions (``batch_size`` rows) as soon as it
+is decoded, while it decodes the next; a reader thread in the trainer receives them and hands each
+chunk to ``on_part(rid, context, completions)`` (the pipeline grades it there, in the reward pool, while the
+trainer updates), then assembles the request's :class:`Result` for :meth:`GenerationWorker.result`.
 
 Why a process and not a thread: the HF engine seeds and restores torch's *global* random generator
 around each ``generate`` (``rollout.decode.seeded``); in a thread that would race the trainer's own
@@ -16,13 +21,26 @@ Versioned weights, never torn: :meth:`GenerationWorker.push` clones the trainabl
 cannot reach the message, and the worker reads its one queue in order, so a weight message is
 applied only between two generation requests, never during one. Every result carries the version
 its completions were sampled with. The worker answers in submission order.
+
+``engine="vllm"``: the worker builds a :class:`~rewardlab.rollout.vllm.VLLMEngine` over its policy copy
+(in-process ``vllm.LLM``, ``engine_kwargs`` as the trainer's ``build_engine`` passes them), applies each
+weights message to the copy and then ``engine.load_weights(copy)`` before the next request (skipped when
+no message came: the engine compares version counters), so vLLM samples the pushed version. vLLM has no
+per-chunk callback: a request's completions come back as one :class:`Part`, then its :class:`Result`.
+Where the trainer's weights are on a GPU, the snapshot stays there (a device-side clone, no copy to the
+host on the trainer's side): ``torch.multiprocessing`` sends CUDA tensors as CUDA IPC handles, the worker's
+policy copy lives on that device, and the trainer keeps each snapshot alive until an answer shows the
+worker has applied it (the CUDA IPC rule: the sender keeps the memory while the receiver may read it). On
+CPU the snapshot is shared memory, as for the HF engine. Only a GPU exercises the CUDA IPC path.
 """
 
 from __future__ import annotations
 
 import copy
 import queue
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +48,30 @@ import torch
 import torch.multiprocessing as mp
 
 from rewardlab.errors import RewardlabError
-from rewardlab.rollout.base import Completion, SamplingParams
+from rewardlab.rollout.base import Collectives, Completion, SamplingParams
 from rewardlab.rollout.hf import HFEngine
 
 START_TIMEOUT = 300.0
-"""Seconds the first result may take (the worker imports torch and transformers and receives the model)."""
+"""Seconds the first result may take (the worker imports torch and transformers and receives the model;
+with vLLM it also starts the engine, 15-60 s on CPU)."""
+ENGINES = ("hf", "vllm")
+"""The engines a worker can run (``--rollout``)."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How the worker process builds its engine."""
+
+    engine: str
+    """``"hf"`` or ``"vllm"``."""
+    batch_size: int
+    """HF: rows per decoded chunk (``--rollout-batch-size``)."""
+    threads: int
+    """torch threads in the worker."""
+    device: str
+    """Where the worker's policy copy lives: ``"cpu"`` (HF, and vLLM on CPU) or the trainer's CUDA device (vLLM)."""
+    engine_kwargs: dict[str, Any]
+    """vLLM: :class:`~rewardlab.rollout.vllm.VLLMEngine` keyword arguments (memory share, seed, ...)."""
 
 
 @dataclass
@@ -52,66 +89,198 @@ class Result:
     error: str | None = None
 
 
-def _serve(model: Any, tokenizer: Any, version: int, batch_size: int, threads: int, requests: Any,
-           results: Any) -> None:
-    """The worker process: weight messages and generation requests, strictly in queue order."""
-    torch.set_num_threads(threads)
-    engine = HFEngine(model, tokenizer, batch_size=batch_size)
+@dataclass
+class Part:
+    """One decoded chunk of request ``rid``'s completions, in order (the worker streams them)."""
+
+    rid: int
+    completions: list[Completion]
+
+
+OnPart = Callable[[int, Any, list[Completion]], None]
+"""``on_part(rid, context, completions)``: called on the reader thread for each streamed chunk of request
+``rid``, in order (``context``: what :meth:`GenerationWorker.submit` was given)."""
+
+
+class _Stopped(Exception):
+    """Raised between two chunks when the trainer closes the worker (the request in flight is dropped)."""
+
+
+def _build(spec: Spec, model: Any, tokenizer: Any) -> Any:
+    """The worker's engine over its policy copy ``model``."""
+    if spec.engine == "hf":
+        return HFEngine(model, tokenizer, batch_size=spec.batch_size)
+    from rewardlab.rollout.vllm import VLLMEngine  # only the vLLM worker imports vLLM
+    from rewardlab.train.build import full_state_dict_for_engine  # LoRA: vLLM loads the merged weights
+
+    # one process, no group: the local collectives, but the trainer's merged state dict under LoRA
+    collectives = Collectives(full_state_dict=full_state_dict_for_engine(model))
+    return VLLMEngine(model, tokenizer, collectives=collectives, **spec.engine_kwargs)
+
+
+def _generate(spec: Spec, engine: Any, model: Any, prompts: list[str], n: int, sampling: SamplingParams,
+              send: Callable[[list[Completion]], None]) -> None:
+    """One request: HF streams each chunk to ``send`` as it is decoded; vLLM first takes the weights applied
+    since its last request (a no-op when none came), then sends all its completions as one chunk."""
+    if spec.engine == "hf":
+        engine.generate(prompts, n, sampling, on_chunk=send)
+        return
+    engine.load_weights(model)
+    send(engine.generate(prompts, n, sampling))
+
+
+def _serve(model: Any, tokenizer: Any, version: int, spec: Spec, requests: Any, results: Any, stop: Any) -> None:
+    """The worker process: weight messages and generation requests, strictly in queue order, until ``stop``
+    is set (checked between messages and between chunks, so it never exits halfway through a message)."""
+    torch.set_num_threads(spec.threads)
+    model = model.to(spec.device)  # vLLM on a GPU: the copy sits by the snapshots (device-to-device loads)
+    try:
+        engine = _build(spec, model, tokenizer)
+    except Exception as e:  # e.g. vLLM missing or out of memory: one line in the trainer, not a dead process
+        results.put(Result(-1, version, None, 0.0, 0.0, f"starting the {spec.engine} engine: {type(e).__name__}: {e}"))
+        return
+    try:
+        _loop(spec, engine, model, version, requests, results, stop)
+    finally:
+        if spec.engine == "vllm":
+            engine.close()
+
+
+def _loop(spec: Spec, engine: Any, model: Any, version: int, requests: Any, results: Any, stop: Any) -> None:
+    """:func:`_serve`'s message loop."""
     idle = 0.0
     while True:
         t0 = time.perf_counter()
         msg = requests.get()
         idle += time.perf_counter() - t0
-        if msg[0] == "stop":
+        if msg[0] == "stop" or stop.is_set():
             return
         if msg[0] == "weights":  # between requests only: this loop is the only reader of the weights
             _, version, params = msg
             unexpected = model.load_state_dict(params, strict=False).unexpected_keys
+            del msg, params  # a CUDA snapshot's IPC handles are released here, not at the next message
             if unexpected:
                 results.put(Result(-1, version, None, 0.0, 0.0, f"unknown weights {unexpected[:3]}"))
                 return
             continue
         _, rid, prompts, n, sampling = msg
         t1 = time.perf_counter()
-        try:
-            outs, error = engine.generate(prompts, n, sampling), None
+
+        def send(done: list[Completion], rid: int = rid) -> None:
+            if stop.is_set():
+                raise _Stopped
+            results.put(Part(rid, done))
+
+        try:  # each chunk goes out as soon as it is decoded; the Result closes the request
+            _generate(spec, engine, model, prompts, n, sampling, send)
+            error = None
+        except _Stopped:
+            return
         except Exception as e:  # reported to the trainer, which raises it there
-            outs, error = None, f"{type(e).__name__}: {e}"
-        results.put(Result(rid, version, outs, time.perf_counter() - t1, idle, error))
+            error = f"{type(e).__name__}: {e}"
+        results.put(Result(rid, version, None, time.perf_counter() - t1, idle, error))
         idle = 0.0
 
 
-def trainable_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A CPU copy of the parameters an update can change (``requires_grad``), by state-dict name."""
-    return {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters() if p.requires_grad}
+def trainable_snapshot(model: torch.nn.Module, *, on_device: bool = False) -> dict[str, torch.Tensor]:
+    """A copy of the parameters an update can change (``requires_grad``), by state-dict name: on the CPU, or
+    with ``on_device`` where each parameter lives (a GPU clone, sent by CUDA IPC; on CPU the same CPU copy)."""
+    trainable = [(name, p.detach()) for name, p in model.named_parameters() if p.requires_grad]
+    if on_device:
+        return {name: p.clone() for name, p in trainable}
+    return {name: p.to("cpu", copy=True) for name, p in trainable}
 
 
 class GenerationWorker:
-    """An :class:`~rewardlab.rollout.hf.HFEngine` in a spawned process over a copy of ``model``."""
+    """An :class:`~rewardlab.rollout.hf.HFEngine` (``engine="hf"``) or a
+    :class:`~rewardlab.rollout.vllm.VLLMEngine` (``engine="vllm"``, built with ``engine_kwargs``) in its own
+    process over a copy of ``model``.
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, version: int, batch_size: int, threads: int):
-        ctx = mp.get_context("spawn")
-        self._requests, self._results = ctx.Queue(), ctx.Queue()
-        policy = copy.deepcopy(model).to("cpu").eval().requires_grad_(False)  # the worker's own copy
+    The process forks from multiprocessing's forkserver, a clean process started on first use that has
+    imported this module and the model's class once: a worker starts in well under a second after the
+    first (a spawned one pays about 4 s of imports each time), and never inherits the trainer's threads."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, version: int, batch_size: int, threads: int,
+                 on_part: OnPart | None = None, engine: str = "hf", engine_kwargs: dict[str, Any] | None = None):
+        if engine not in ENGINES:
+            raise RewardlabError(f"the generation worker runs {' or '.join(ENGINES)}, not {engine!r}")
+        trainer_device = next(model.parameters()).device
+        # vLLM on a GPU: snapshots and the worker's copy stay on the trainer's device (CUDA IPC); else CPU
+        self._on_device = engine == "vllm" and trainer_device.type == "cuda"
+        spec = Spec(engine, batch_size, threads, str(trainer_device) if self._on_device else "cpu",
+                    dict(engine_kwargs or {}))
+        ctx = mp.get_context("forkserver")  # a clean process (no trainer threads); later workers fork from it
+        preload = ["rewardlab.train.async_worker"] + [m for m in [type(model).__module__] if m != "__main__"]
+        ctx.set_forkserver_preload(preload)  # the imports are paid once per trainer process
+        self._requests, self._results, self._stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+        policy = copy.deepcopy(model).to("cpu").eval().requires_grad_(False)  # the worker's own copy (shared memory)
         self._proc = ctx.Process(target=_serve, daemon=True, name="rewardlab-generation",
-                                 args=(policy, tokenizer, version, batch_size, threads, self._requests, self._results))
+                                 args=(policy, tokenizer, version, spec, self._requests, self._results, self._stop))
         self._proc.start()
         self._next = 0
         self._answered = 0
         self.push_s = 0.0
         """Seconds spent snapshotting and sending weights (the trainer's side of the sync)."""
+        self._on_part = on_part
+        self._held: dict[int, dict[str, torch.Tensor]] = {}  # version -> CUDA snapshot the worker may still read
+        self._held_lock = threading.Lock()
+        self._contexts: dict[int, Any] = {}  # rid -> submit's context, until its Result
+        self._done: queue.Queue[Result] = queue.Queue()  # assembled answers, in order
+        self._closing = threading.Event()
+        self._reading = False  # the reader holds a message (result() waits for it before calling the worker dead)
+        self._reader = threading.Thread(target=self._read, daemon=True, name="rewardlab-generation-reader")
+        self._reader.start()
 
-    def submit(self, prompts: list[str], n: int, sampling: SamplingParams) -> int:
-        """Queue ``n`` completions of each prompt; returns the request id (answers come in this order)."""
+    def submit(self, prompts: list[str], n: int, sampling: SamplingParams, context: Any = None) -> int:
+        """Queue ``n`` completions of each prompt; returns the request id (answers come in this order).
+        ``context`` is handed to ``on_part`` with each of the request's chunks."""
         rid = self._next
         self._next += 1
+        self._contexts[rid] = context  # before the request exists: its first chunk may come at once
         self._requests.put(("generate", rid, list(prompts), n, sampling))
         return rid
+
+    def _read(self) -> None:
+        """The reader thread: chunks to ``on_part`` as they come, then each request's assembled Result."""
+        parts: dict[int, list[Completion]] = {}
+        failed: dict[int, str] = {}
+        while not self._closing.is_set():
+            try:
+                msg = self._results.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            except (EOFError, OSError):  # the worker's end closed: result() reports the dead process
+                return
+            self._reading = True
+            self._take(msg, parts, failed)
+            self._reading = False
+
+    def _take(self, msg: Part | Result, parts: dict[int, list[Completion]], failed: dict[int, str]) -> None:
+        """One message from the worker: a chunk (graded now, kept for its request) or a request's end."""
+        if isinstance(msg, Part):
+            parts.setdefault(msg.rid, []).extend(msg.completions)
+            if self._on_part is not None and msg.rid not in failed:
+                try:
+                    self._on_part(msg.rid, self._contexts.get(msg.rid), msg.completions)
+                except Exception as e:  # the step that takes this request raises it
+                    failed[msg.rid] = f"grading its completions: {type(e).__name__}: {e}"
+            return
+        with self._held_lock:  # an answer sampled with version v: every snapshot up to v is applied and released
+            for v in [v for v in self._held if v <= msg.version]:
+                del self._held[v]
+        done = parts.pop(msg.rid, [])
+        self._contexts.pop(msg.rid, None)
+        error = msg.error or failed.pop(msg.rid, None)
+        self._done.put(Result(msg.rid, msg.version, None if error else done, msg.gen_s, msg.idle_s, error))
 
     def push(self, model: torch.nn.Module, version: int) -> None:
         """Send the trained weights as ``version``; requests queued after this one sample with them."""
         t0 = time.perf_counter()
-        self._requests.put(("weights", version, trainable_snapshot(model)))
+        snapshot = trainable_snapshot(model, on_device=self._on_device)
+        if any(t.is_cuda for t in snapshot.values()):  # CUDA IPC: alive here until the worker has applied it
+            with self._held_lock:
+                self._held[version] = snapshot
+        self._requests.put(("weights", version, snapshot))
         self.push_s += time.perf_counter() - t0
 
     def result(self) -> Result:
@@ -119,11 +288,13 @@ class GenerationWorker:
         waited, limit = 0.0, START_TIMEOUT if self._answered == 0 else float("inf")
         while True:
             try:
-                res = self._results.get(timeout=1.0)
+                res = self._done.get(timeout=1.0)
                 break
             except queue.Empty:
                 waited += 1.0
-                if not self._proc.is_alive():
+                if not self._reader.is_alive():
+                    raise RewardlabError("the generation worker's reader thread stopped") from None
+                if not self._proc.is_alive() and not self._reading and self._results.empty():  # nothing left to read
                     raise RewardlabError(f"the generation worker died (exit code {self._proc.exitcode})") from None
                 if waited > limit:
                     raise RewardlabError(f"the generation worker gave no answer in {limit:g} s") from None
@@ -133,15 +304,20 @@ class GenerationWorker:
         return res
 
     def close(self) -> None:
-        """Stop the worker: at once when requests are in flight (they are dropped), else after its queue."""
-        if self._proc.is_alive() and self._answered == self._next:
-            self._requests.put(("stop",))
+        """Stop the worker at its next message or chunk (requests in flight and weights not applied are dropped);
+        killed if it has not stopped 10 s later. Never mid-message: a kill while it receives shared tensors
+        would break the trainer's side of the transfer."""
+        if self._proc.is_alive():
+            self._stop.set()
+            self._requests.put(("stop",))  # wakes a worker waiting for work
             self._proc.join(10)
         if self._proc.is_alive():
             self._proc.terminate()
             self._proc.join(5)
+        self._closing.set()
+        self._reader.join(5)
         self._requests.cancel_join_thread()
         self._results.cancel_join_thread()
 
 
-__all__ = ["GenerationWorker", "Result", "trainable_snapshot"]
+__all__ = ["ENGINES", "GenerationWorker", "OnPart", "Part", "Result", "Spec", "trainable_snapshot"]

@@ -146,7 +146,7 @@ def build_trainer(plan: Plan, threads: int | None) -> Trainer:
     restore(plan, policy, optimizer, scheduler, critic, options, stream)
     say_trainable(plan, n_trainable)
     engine = build_engine(plan, policy, tok)
-    gather = (lambda: distributed.gathered_params(policy)) if cfg.rollout == "hf" else contextlib.nullcontext
+    gather = (lambda: distributed.gathered_params(policy)) if engine_kind(cfg) == "hf" else contextlib.nullcontext
     trainer = Trainer(model=policy, tok=tok, optimizer=optimizer, scheduler=scheduler, engine=engine,
                       sampler=Sampler(engine, gather), render=build_render(cfg, tok), stream=stream,
                       ref_model=ref_model, prefix=prefix, autocast=autocast, critic=critic, options=options)
@@ -274,18 +274,24 @@ def say_trainable(plan: Plan, n_trainable: int) -> None:
                 f" (top {cfg.train_top_layers} blocks + final norm)" if cfg.train_top_layers else " (all)"))
 
 
+def engine_kind(cfg: TrainConfig) -> str:
+    """The trainer's own engine: ``--rollout``, except with ``--async-steps`` (the generation worker runs
+    ``--rollout``; the trainer keeps an HF engine on its live model, no weight copy, for ``--eval-every``)."""
+    return "hf" if cfg.async_steps > 0 else cfg.rollout
+
+
 def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBase) -> RolloutEngine:
-    """``--rollout hf`` or ``vllm``, wrapped in the tool loop with ``--tools python`` (``--feedback``:
-    :func:`build_trainer`)."""
+    """``--rollout hf`` or ``vllm`` (:func:`engine_kind`), wrapped in the tool loop with ``--tools python``
+    (``--feedback``: :func:`build_trainer`)."""
     cfg, dist = plan.cfg, plan.dist
-    if cfg.rollout == "hf":
+    if engine_kind(cfg) == "hf":
         engine_kw: dict[str, Any] = {"batch_size": cfg.rollout_batch_size}
     else:  # the vLLM engine borrows the trainer's collectives (rollout never imports rewardlab.train)
         engine_kw = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
                      "enable_sleep_mode": cfg.vllm_sleep_mode, "seed": cfg.seed, "collectives": Collectives(
                          world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
                          full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)}
-    engine = make_engine(cfg.rollout, model, tok, **engine_kw)
+    engine = make_engine(engine_kind(cfg), model, tok, **engine_kw)
     if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
         # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)
         settings = tools_of(cfg, max_total_tokens=total_token_budget(cfg))

@@ -11,6 +11,7 @@ on the next start.
     from rewardlab.train.checkpoint import latest_checkpoint, save_checkpoint
     save_checkpoint(run_dir, step, model, tokenizer, trainer_state)
     ckpt = latest_checkpoint(run_dir)            # None, or the newest *complete* step folder
+    save_step(run, step)                         # the training loop's stage: gathers every rank's state, saves
 
 LoRA (a PEFT model, :mod:`rewardlab.train.lora`): the checkpoint holds the adapter only, in PEFT's
 format (``adapter_config.json`` + ``adapter_model.safetensors``, which ``PeftModel.from_pretrained``
@@ -34,13 +35,15 @@ import random
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from safetensors.torch import load_file
 
 from rewardlab.errors import RewardlabError
+from rewardlab.train import distributed
+from rewardlab.train.config import to_dict
 from rewardlab.train.lora import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
@@ -49,6 +52,9 @@ from rewardlab.train.lora import (
     save_adapter,
     save_merged,
 )
+
+if TYPE_CHECKING:
+    from rewardlab.train.state import Run
 
 STATE_FILE = "trainer_state.pt"
 COMPLETE_MARKER = "COMPLETE"
@@ -278,8 +284,31 @@ def load_weights(model: Any, ckpt: str | os.PathLike) -> None:
         model.tie_weights()
 
 
+def save_step(run: Run, step: int) -> None:
+    """The loop's checkpoint stage: save step ``step``. The three gathers are collective: every rank
+    runs them, rank 0 writes the files."""
+    full = distributed.full_state_dict(run.model) if run.dist.world_size > 1 else None
+    optim_state = distributed.optimizer_state_dict(run.model, run.optimizer)  # unsharded, keyed by name
+    rngs = distributed.gather_objects(rng_state())  # one per rank: ranks draw different streams
+    trainer_state = {
+        "step": step, "optimizer": optim_state, "scheduler": run.scheduler.state_dict(), "rng": rngs[0],
+        "rng_per_rank": rngs, "data": run.stream.state(), "config": to_dict(run.cfg),
+        "world_size": run.dist.world_size,
+    }
+    if run.trainer.critic is not None:  # PPO: the value head (and a separate critic's trunk) with its optimizer
+        trainer_state["critic"] = run.trainer.critic.model.state_dict_to_save()
+        trainer_state["critic_optimizer"] = run.trainer.critic.optimizer.state_dict()
+    trainer_state["options"] = {name: obj.state_dict() for name, obj in run.trainer.options.states().items()}
+    if run.main:
+        path = save_checkpoint(run.run_dir, step, run.model, run.tok, trainer_state, state_dict=full,
+                               keep=run.cfg.keep_checkpoints,
+                               merged=is_lora(run.model) and (run.cfg.save_merged or step == run.cfg.steps))
+        run.log.message(f"checkpoint {path.name}: {checkpoint_bytes(path) / 2**20:.1f} MiB")
+    distributed.barrier()
+
+
 __all__ = [
     "ADAPTER_WEIGHTS", "MERGED_DIR", "STATE_FILE", "checkpoint_bytes", "checkpoint_dir", "clean_partial",
     "is_adapter_checkpoint", "is_complete", "latest_checkpoint", "list_checkpoints", "load_trainer_state",
-    "load_weights", "prune_checkpoints", "rng_state", "save_checkpoint", "set_rng_state",
+    "load_weights", "prune_checkpoints", "rng_state", "save_checkpoint", "save_step", "set_rng_state",
 ]

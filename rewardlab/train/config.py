@@ -476,9 +476,18 @@ def eval_suite_names(spec: str | None) -> list[str]:
     return names
 
 
+ASYNC_CORRECTION = "decoupled_token_is"
+"""The rollout correction ``--async-steps k >= 1`` uses when ``--correction`` is not given (``--correction
+disabled`` turns it off): token-level truncated IS, pi_old / pi_engine capped at 2. The mismatch study
+(``bench/async_mismatch.py``, README "Asynchronous training") found it the only preset whose learning gain
+was never below no correction at k = 1 and 2, while sequence-level IS lost 0.06 at k = 2 and bypass mode
+0.10-0.21; its lead over no correction is inside the seeds' spread."""
+
+
 def resolve_algo(cfg: TrainConfig) -> Algo:
     """The algorithm in force: preset ``cfg.algo`` with every non-None algorithm field of ``cfg``
-    applied (``overlong_weight`` as its shorthand), and ``overlong_cache`` resolved to tokens."""
+    applied (``overlong_weight`` as its shorthand), ``overlong_cache`` resolved to tokens, and
+    :data:`ASYNC_CORRECTION` for an async run without a correction of its own (where the algorithm takes one)."""
     overrides = {name: getattr(cfg, name) for name in ALGO_FIELDS if getattr(cfg, name) is not None}
     if cfg.overlong_weight is not None:
         overrides["overlong"] = cfg.overlong_weight > 0
@@ -486,6 +495,12 @@ def resolve_algo(cfg: TrainConfig) -> Algo:
             overrides["overlong_factor"] = cfg.overlong_weight
     if overrides.get("overlong_cache") is None:
         overrides["overlong_cache"] = max(1, cfg.max_new_tokens // 4)
+    if cfg.async_steps > 0 and overrides.get("correction") is None \
+            and getattr(algos.PRESETS.get(cfg.algo), "correction", None) is None:
+        try:  # where the algorithm takes a correction at all (DPO's pairwise loss takes none)
+            return algos.get(cfg.algo, **{**overrides, "correction": ASYNC_CORRECTION})
+        except algos.AlgoError:
+            pass
     return algos.get(cfg.algo, **overrides)
 
 
@@ -575,6 +590,8 @@ def to_dict(cfg: TrainConfig) -> dict[str, Any]:
 """A device spelling (checked without importing torch; ``models.resolve_device`` checks the device itself)."""
 
 
-__all__ = ["ALGO_FIELDS", "ALGOS", "TOOLS", "TrainConfig", "Derived", "build_config", "derive", "field_docs",
-           "parse_overrides", "resolve_algo", "to_dict", "tools_of", "total_token_budget", "validate", "resolve_device",
-           "check_model", "eval_suite_names"]
+__all__ = [
+    "ALGO_FIELDS", "ALGOS", "TOOLS", "TrainConfig", "Derived", "build_config", "derive", "field_docs",
+    "parse_overrides", "resolve_algo", "ASYNC_CORRECTION", "to_dict", "tools_of", "total_token_budget",
+    "validate", "resolve_device", "check_model", "eval_suite_names",
+]

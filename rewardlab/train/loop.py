@@ -48,14 +48,14 @@ from rewardlab.algos import advantages, extras
 from rewardlab.locks import FolderLock
 from rewardlab.plots import plot_run
 from rewardlab.rewards.length import overlong_penalty
+from rewardlab.rewards.base import RewardResult
 from rewardlab.rewards.pool import score_batch
 from rewardlab.rollout import Completion, SamplingParams
 from rewardlab.train import async_rollout, distributed, evaluation, feedback
 from rewardlab.train.build import build_plan, build_run, build_trainer
-from rewardlab.train.checkpoint import checkpoint_bytes, rng_state, save_checkpoint
-from rewardlab.train.config import TrainConfig, to_dict
+from rewardlab.train.checkpoint import save_step
+from rewardlab.train.config import TrainConfig
 from rewardlab.train.logprobs import loss_mask
-from rewardlab.train.lora import is_lora
 from rewardlab.train.metrics import gen_metrics, step_metrics, tool_metrics
 from rewardlab.train.process import Interrupted, StopFlag, oom, oom_error, set_threads
 from rewardlab.train.samples import Batch, Sample, logprobs_of, rollout_seed
@@ -101,7 +101,7 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
         on_start(plan.run_dir, plan.start_step)
     run = build_run(plan, trainer)  # the logs open, then (resuming) this rank's RNG state is restored
     evals = evaluation.start(run)  # --eval-every: held-out checks at start-up, then the starting policy's eval
-    rollout = async_rollout.start(run, rollout_and_score)  # --async-steps k: a generation worker k steps ahead
+    rollout = async_rollout.start(run, rollout_and_score, grade)  # --async-steps k: generation k steps ahead
 
     step = last_saved = run.start_step
     t_run = time.perf_counter()
@@ -121,11 +121,11 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
                     log_skipped(run, step, batch, t_step)
                 run.rollout_log.write(step, batch)
                 if step % cfg.save_every == 0 or step == cfg.steps:
-                    save(run, step)
+                    save_step(run, step)
                     last_saved = step
                 evals.after_step(run, step)  # --- eval: the held-out benchmarks every --eval-every steps ---
             if stop.requested and last_saved != step:
-                save(run, step)
+                save_step(run, step)
     finally:
         run.log.close()
         run.rollout_log.close()
@@ -145,13 +145,15 @@ def _train(cfg: TrainConfig, locks: list[FolderLock], on_start: Callable[[Path, 
 
 
 def rollout_and_score(run: Run, step: int, gen: Callable[..., tuple] | None = None) -> Batch:
-    """Generate (``gen``, default :func:`generate`) and score rounds until the batch is full (DAPO: several)."""
+    """Generate (``gen``, default :func:`generate`) and score rounds until the batch is full (DAPO: several).
+    ``gen`` returns the round's prompts, texts, completions and their reward results when it graded them
+    already (the async pipeline grades completions as they stream in), else None."""
     cfg, algo = run.cfg, run.algo
     batch = Batch(target=cfg.prompts_per_step * cfg.group_size, step=step)
     while len(batch.kept) < batch.target and batch.gen_round < cfg.max_gen_batches:
         batch.gen_round += 1
-        mine, prompt_texts, outs = (gen or generate)(run, step, batch)
-        scored = score(run, mine, prompt_texts, outs, batch)
+        mine, prompt_texts, outs, graded = (gen or generate)(run, step, batch)  # graded: None, or async's
+        scored = score(run, mine, prompt_texts, outs, batch, graded)
         if algo.advantage == "remax":  # --- ReMax: each prompt's greedy completion's reward is its baseline ---
             greedy_baselines(run, mine, prompt_texts, scored, batch)
         batch.generated.extend(scored)
@@ -173,7 +175,7 @@ def rollout_and_score(run: Run, step: int, gen: Callable[..., tuple] | None = No
     return batch
 
 
-def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], list[str], list[Completion]]:
+def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], list[str], list[Completion], None]:
     """This rank's share of the next prompts, their rendered texts, and G completions of each."""
     cfg = run.cfg
     t0 = time.perf_counter()
@@ -202,7 +204,7 @@ def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], 
             raise oom_error("generation") from None
         raise
     batch.timings["time/generate"] += time.perf_counter() - t0
-    return mine, prompt_texts, outs
+    return mine, prompt_texts, outs, None  # graded by score
 
 
 def greedy_baselines(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], scored: list[Sample],
@@ -217,15 +219,21 @@ def greedy_baselines(run: Run, mine: list[tuple[int, int]], prompt_texts: list[s
         s.baseline = baseline[s.group]
 
 
-def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: list[Completion],
-          batch: Batch) -> list[Sample]:
-    """Grade this rank's completions in the reward pool, gather every rank's, add DAPO's overlong shaping."""
+def grade(run: Run, mine: list[tuple[int, int]], outs: list[Completion]) -> list[RewardResult]:
+    """The reward's result for each of this rank's completions (``mine``: the prompts they answer), from the pool."""
+    rows = [run.rows[mine[c.prompt_index][0]] for c in outs]
+    metas = [{k: v for k, v in (row.meta or {}).items() if k != "reward"} for row in rows]
+    return score_batch(run.reward_fn, [c.graded_text for c in outs], [row.reference for row in rows], metas,
+                       deadline=run.cfg.reward_deadline, workers=run.cfg.reward_workers)
+
+
+def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: list[Completion], batch: Batch,
+          graded: list[RewardResult] | None = None) -> list[Sample]:
+    """Grade this rank's completions (unless ``graded``), gather every rank's, add DAPO's overlong shaping."""
     cfg, algo = run.cfg, run.algo
     t0 = time.perf_counter()
     rows = [run.rows[mine[c.prompt_index][0]] for c in outs]
-    metas = [{k: v for k, v in (row.meta or {}).items() if k != "reward"} for row in rows]
-    results = score_batch(run.reward_fn, [c.graded_text for c in outs], [row.reference for row in rows], metas,
-                          deadline=cfg.reward_deadline, workers=cfg.reward_workers)
+    results = grade(run, mine, outs) if graded is None else graded
     local: list[Sample] = []
     for c, row, res in zip(outs, rows, results):
         comps = dict(res.info.get("components") or {run.main_reward: res.score})
@@ -319,32 +327,11 @@ def log_skipped(run: Run, step: int, batch: Batch, t_step: float) -> None:
               f"prompts (--max-gen-batches {cfg.max_gen_batches}); no update this step")
     run.log.message(f"step {step}: skipped: {reason}")
     run.log.log(step, {**gen_metrics(run, batch), **tool_metrics(run, batch.generated), "skip_reason": reason,
-                       "lr": run.scheduler.get_last_lr()[0], **batch.timings, "time/step": time.perf_counter() - t_step})
+                       "lr": run.scheduler.get_last_lr()[0], **batch.timings,
+                       "time/step": time.perf_counter() - t_step})
 
 
-# --- checkpoint ---
-
-
-def save(run: Run, step: int) -> None:
-    """Save step ``step``. The three gathers are collective: every rank runs them, rank 0 writes the files."""
-    full = distributed.full_state_dict(run.model) if run.dist.world_size > 1 else None
-    optim_state = distributed.optimizer_state_dict(run.model, run.optimizer)  # unsharded, keyed by name
-    rngs = distributed.gather_objects(rng_state())  # one per rank: ranks draw different streams
-    trainer_state = {
-        "step": step, "optimizer": optim_state, "scheduler": run.scheduler.state_dict(), "rng": rngs[0],
-        "rng_per_rank": rngs, "data": run.stream.state(), "config": to_dict(run.cfg),
-        "world_size": run.dist.world_size,
-    }
-    if run.trainer.critic is not None:  # PPO: the value head (and a separate critic's trunk) with its optimizer
-        trainer_state["critic"] = run.trainer.critic.model.state_dict_to_save()
-        trainer_state["critic_optimizer"] = run.trainer.critic.optimizer.state_dict()
-    trainer_state["options"] = {name: obj.state_dict() for name, obj in run.trainer.options.states().items()}
-    if run.main:
-        path = save_checkpoint(run.run_dir, step, run.model, run.tok, trainer_state, state_dict=full,
-                               keep=run.cfg.keep_checkpoints,
-                               merged=is_lora(run.model) and (run.cfg.save_merged or step == run.cfg.steps))
-        run.log.message(f"checkpoint {path.name}: {checkpoint_bytes(path) / 2**20:.1f} MiB")
-    distributed.barrier()
+# --- checkpoint: rewardlab/train/checkpoint.py (save_step: the collective save of a step) ---
 
 
 __all__ = ["Interrupted", "Run", "train"]
