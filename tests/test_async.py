@@ -197,3 +197,22 @@ def test_async_without_a_correction_uses_the_studied_default_and_disabled_turns_
     proc = run_cli(base_args(tiny_model_dir, off, algo="grpo", steps=2, async_steps=1, correction="disabled"))
     assert "no correction: stale samples are weighted as on-policy" in proc.stdout
     assert not any("is_weight/mean" in m for m in read_jsonl(off / "metrics.jsonl"))
+
+
+def test_a_model_with_hundreds_of_tensors_reaches_the_worker(tmp_path):
+    """Regression: the policy copy went to the forkserver as a Process argument, which carries at most ~250
+    file descriptors (one per shared tensor): SmolLM2-135M (273 tensors) failed with "too many fds". It now
+    goes through the request queue; 24 blocks here give 12 x 24 + 3 tensors."""
+    from rewardlab.testing import build_tiny_model
+
+    torch.set_num_threads(1)
+    model, tok = load_model(str(build_tiny_model(tmp_path / "deep", num_layers=24, hidden_size=32)), dtype="float32",
+                            device="cpu")
+    assert len(model.state_dict()) > 256
+    worker = GenerationWorker(model, tok, version=0, batch_size=8, threads=1)
+    try:
+        worker.submit(["1+1="], 2, SamplingParams(seed=1, max_new_tokens=4, temperature=1.0))
+        res = worker.result()
+    finally:
+        worker.close()
+    assert res.version == 0 and len(res.completions) == 2

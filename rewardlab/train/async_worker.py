@@ -129,10 +129,12 @@ def _generate(spec: Spec, engine: Any, model: Any, prompts: list[str], n: int, s
     send(engine.generate(prompts, n, sampling))
 
 
-def _serve(model: Any, tokenizer: Any, version: int, spec: Spec, requests: Any, results: Any, stop: Any) -> None:
-    """The worker process: weight messages and generation requests, strictly in queue order, until ``stop``
-    is set (checked between messages and between chunks, so it never exits halfway through a message)."""
+def _serve(tokenizer: Any, version: int, spec: Spec, requests: Any, results: Any, stop: Any) -> None:
+    """The worker process: its policy copy (the queue's first message), then weight messages and generation
+    requests, strictly in queue order, until ``stop`` is set (checked between messages and between chunks,
+    so it never exits halfway through a message)."""
     torch.set_num_threads(spec.threads)
+    _, model = requests.get()  # not a Process argument: the forkserver passes those with at most ~250 fds
     model = model.to(spec.device)  # vLLM on a GPU: the copy sits by the snapshots (device-to-device loads)
     try:
         engine = _build(spec, model, tokenizer)
@@ -215,8 +217,9 @@ class GenerationWorker:
         self._requests, self._results, self._stop = ctx.Queue(), ctx.Queue(), ctx.Event()
         policy = copy.deepcopy(model).to("cpu").eval().requires_grad_(False)  # the worker's own copy (shared memory)
         self._proc = ctx.Process(target=_serve, daemon=True, name="rewardlab-generation",
-                                 args=(policy, tokenizer, version, spec, self._requests, self._results, self._stop))
+                                 args=(tokenizer, version, spec, self._requests, self._results, self._stop))
         self._proc.start()
+        self._requests.put(("model", policy))  # one shared-memory handle per tensor, through the queue
         self._next = 0
         self._answered = 0
         self.push_s = 0.0
