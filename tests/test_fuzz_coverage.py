@@ -15,6 +15,7 @@ The long run is ``.venv/bin/python bench/fuzz_coverage.py --seconds 600``.
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 from pathlib import Path
 
@@ -62,9 +63,16 @@ def test_the_cost_oracle_raises_on_a_slow_call_a_raise_and_a_memory_hog() -> Non
         if "BOOM" in t:
             raise ValueError("boom")
 
+    def rss_mb() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
     def hog(t, g):
         if "HOG" in t:
-            block = bytearray(200 << 20)
+            # 200 MB above the process's peak so far, wherever that is: the oracle reads the peak RSS, and an
+            # earlier test on the same xdist worker may have left it far above the current RSS (a fixed 200 MB
+            # then raised nothing: regression of this session's CI run)
+            block = bytearray(int(max(0.0, fc._peak_rss_mb() - rss_mb()) + 200) << 20)
             block[::4096] = b"x" * len(block[::4096])  # touch every page: RSS, not just address space
             return len(block)
 
