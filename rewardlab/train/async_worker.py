@@ -47,6 +47,7 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
+from rewardlab import forkserver
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Collectives, Completion, SamplingParams
 from rewardlab.rollout.hf import HFEngine
@@ -56,6 +57,10 @@ START_TIMEOUT = 300.0
 with vLLM it also starts the engine, 15-60 s on CPU)."""
 ENGINES = ("hf", "vllm")
 """The engines a worker can run (``--rollout``)."""
+GENERATION_PRELOAD = ("rewardlab.train.async_worker",)
+"""What the fork server imports for a generation worker (torch, transformers, the engines); the model's own
+class module is added when a worker starts. A trainer adds these before its reward pool starts the server
+(:mod:`rewardlab.forkserver`)."""
 
 
 @dataclass(frozen=True)
@@ -198,9 +203,10 @@ class GenerationWorker:
     :class:`~rewardlab.rollout.vllm.VLLMEngine` (``engine="vllm"``, built with ``engine_kwargs``) in its own
     process over a copy of ``model``.
 
-    The process forks from multiprocessing's forkserver, a clean process started on first use that has
-    imported this module and the model's class once: a worker starts in well under a second after the
-    first (a spawned one pays about 4 s of imports each time), and never inherits the trainer's threads."""
+    The process forks from the process's fork server (:mod:`rewardlab.forkserver`), a clean process started
+    on first use that has imported :data:`GENERATION_PRELOAD` once: a worker starts in well under a second
+    after the first (a spawned one pays about 4 s of imports each time), and never inherits the trainer's
+    threads. A server already started without them (by the reward pool) costs those 4 s at every start."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, version: int, batch_size: int, threads: int,
                  on_part: OnPart | None = None, engine: str = "hf", engine_kwargs: dict[str, Any] | None = None):
@@ -212,8 +218,7 @@ class GenerationWorker:
         spec = Spec(engine, batch_size, threads, str(trainer_device) if self._on_device else "cpu",
                     dict(engine_kwargs or {}))
         ctx = mp.get_context("forkserver")  # a clean process (no trainer threads); later workers fork from it
-        preload = ["rewardlab.train.async_worker"] + [m for m in [type(model).__module__] if m != "__main__"]
-        ctx.set_forkserver_preload(preload)  # the imports are paid once per trainer process
+        forkserver.preload(*GENERATION_PRELOAD, type(model).__module__)  # paid once per trainer process
         self._requests, self._results, self._stop = ctx.Queue(), ctx.Queue(), ctx.Event()
         policy = copy.deepcopy(model).to("cpu").eval().requires_grad_(False)  # the worker's own copy (shared memory)
         self._proc = ctx.Process(target=_serve, daemon=True, name="rewardlab-generation",

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rewardlab import forkserver
 from rewardlab.rewards.pool.worker import PRELOAD, WORKER_NAME, worker_main
 
 DEADLINE = 1.0
@@ -141,10 +142,7 @@ class WorkerPool:
         )
         self.ctx = mp.get_context(method)
         if method == "forkserver":
-            try:
-                self.ctx.set_forkserver_preload(PRELOAD)
-            except Exception:  # noqa: BLE001 - a fork server already running keeps its preload
-                pass
+            forkserver.preload(*PRELOAD)  # a fork server already running keeps its own list
         self.owner_pid = os.getpid()
         self._lock = threading.Condition()
         self._idle: list[Worker] = []
