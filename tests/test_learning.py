@@ -130,3 +130,19 @@ def test_flipped_advantages_do_not_raise_the_reward(algo, k, tiny_model_dir, tmp
 def test_random_reward_does_not_raise_the_task_score(algo, k, tiny_model_dir, tmp_path):
     curve = run(tmp_path, tiny_model_dir, algo, "coin", k)
     assert change(curve) <= NOISE, f"{algo}: letters score rose under a reward independent of it: {show(curve)}"
+
+
+SAMPLED = {"temperature": 0.7, "top_p": 0.9}
+"""A reasoning recipe's sampling (not the defaults): the behaviour distribution is tempered and renormalised over
+the top-p kept set on both sides (rewardlab.rollout.behaviour), synchronously and with --async-steps 1."""
+
+
+@pytest.mark.parametrize("k", [0, 1], ids=["sync", "async1"])
+def test_grpo_learns_at_a_sampled_recipe_and_its_controls_do_not(k, tiny_model_dir, tmp_path, monkeypatch):
+    import rewardlab.train.loop
+
+    rise = change(run(tmp_path / "n", tiny_model_dir, "grpo", "letters", k, **SAMPLED))
+    noise = change(run(tmp_path / "r", tiny_model_dir, "grpo", "coin", k, **SAMPLED))
+    monkeypatch.setattr(rewardlab.train.loop, "_ADVANTAGE_SIGN", -1.0)
+    flipped = change(run(tmp_path / "f", tiny_model_dir, "grpo", "letters", k, **SAMPLED))
+    assert rise >= RISE and flipped <= FLAT and noise <= NOISE, (rise, flipped, noise)

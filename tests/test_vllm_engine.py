@@ -129,6 +129,31 @@ def test_greedy_and_logprobs_match_hf(vllm_setup):
 
 
 @needs_vllm
+@pytest.mark.parametrize("recipe", [dict(temperature=0.7, top_p=0.9, top_k=50), dict(temperature=0.5),
+                                    dict(temperature=1.0, top_k=5)])
+def test_sampled_logprobs_are_the_behaviour_distribution_of_hf_and_the_trainer(vllm_setup, recipe):
+    """vLLM (``processed_logprobs``), the HF engine and the trainer report one number per sampled token: the
+    tempered log-prob renormalised over the top-k / top-p kept set (rewardlab.rollout.behaviour)."""
+    from rewardlab.train.logprobs import pad_batch, token_logprobs
+
+    _, model, tok, engine = vllm_setup
+    sp = SamplingParams(max_new_tokens=12, seed=11, **recipe)
+    ours = engine.generate(_prompts(tok), 4, sp)
+    b = pad_batch(ours, tok.pad_token_id, "cpu")
+    with torch.no_grad():
+        lp, _ = token_logprobs(model, b, behaviour=sp)  # (B, R) the trainer's
+    hf = HFEngine(model, tok, batch_size=16).generate(_prompts(tok), 4, sp)
+    bh = pad_batch(hf, tok.pad_token_id, "cpu")
+    with torch.no_grad():
+        lph, _ = token_logprobs(model, bh, behaviour=sp)
+    for i, (o, h) in enumerate(zip(ours, hf)):
+        torch.testing.assert_close(torch.tensor(o.logprobs), lp[i, : len(o.token_ids)], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(torch.tensor(h.logprobs), lph[i, : len(h.token_ids)], rtol=1e-4, atol=1e-4)
+    with pytest.raises(RewardlabError, match="not available on the vLLM engine"):
+        engine.generate(_prompts(tok), 1, SamplingParams(max_new_tokens=4, top_k=5, support="full"))
+
+
+@needs_vllm
 def test_load_weights_changes_outputs_and_skips_when_unchanged(vllm_setup):
     _, model, tok, engine = vllm_setup
     prompts = _prompts(tok)
@@ -170,6 +195,7 @@ def test_train_cli_with_vllm_rollout_runs_two_steps(vllm_setup, tmp_path):
         "--rollout", "vllm", "--steps", "2", "--prompts-per-step", "2", "--group-size", "4",
         "--micro-batch-size", "4", "--max-new-tokens", "8", "--output-dir", str(out),
         "--no-plots", "--no-progress", "--threads", "1", "--save-every", "2",
+        "--temperature", "0.7", "--top-p", "0.9", "--top-k", "50", "--correction", "decoupled_token_is",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
@@ -177,6 +203,9 @@ def test_train_cli_with_vllm_rollout_runs_two_steps(vllm_setup, tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["tokens/s"] > 0 for r in rows)
+    for r in rows:  # synchronous and on-policy: vLLM sampled from the trainer's behaviour distribution
+        assert abs(r["rollout_corr/kl"]) < 1e-4 and r["logprob_support"] == "kept", r
+        assert abs(r["rollout_corr/rollout_is_min"] - 1) < 1e-4 and abs(r["rollout_corr/rollout_is_max"] - 1) < 1e-4
     ckpt = out / "checkpoints" / "step-000002"
     assert (ckpt / "config.json").exists()
     rollouts = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]

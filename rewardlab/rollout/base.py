@@ -13,6 +13,12 @@ from rewardlab.errors import RewardlabError
 
 FinishReason = Literal["stop", "length", "max_turns"]
 
+SUPPORTS = {
+    "kept": "softmax(logits / T) renormalised over the sampler's top-k / top-p kept set (the drawn distribution)",
+    "full": "softmax(logits / T) over the whole vocabulary (TRL's and verl's trainers)",
+}
+"""What a recorded or trained log-prob is a log-prob of, under top-k / top-p (:mod:`rewardlab.rollout.behaviour`)."""
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -30,6 +36,8 @@ class SamplingParams:
     """Seed for this call (None = use and advance the global torch RNG)."""
     stop: tuple[str, ...] = ()
     """Extra stop strings; the completion keeps the text up to and including the stop string."""
+    support: str = "kept"
+    """What recorded log-probs describe under top-k / top-p: a key of :data:`SUPPORTS`."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -40,6 +48,8 @@ class SamplingParams:
             raise RewardlabError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise RewardlabError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if self.support not in SUPPORTS:
+            raise RewardlabError(f"unknown log-prob support {self.support!r}; choose one of: {', '.join(SUPPORTS)}")
         if isinstance(self.stop, str):  # a single string is a common slip
             object.__setattr__(self, "stop", (self.stop,))
 
@@ -60,10 +70,11 @@ class Completion:
     """"stop" (EOS or a stop string), "length" (a token budget reached) or, for tool rollouts,
     "max_turns" (the last allowed tool call was run)."""
     logprobs: list[float] | None = None
-    """log-prob of each token in token_ids under the sampling distribution (after
-    temperature/top-k/top-p) — HF engine; vLLM reports its raw logprobs, see rollout/vllm.py.
-    Same length as ``token_ids``; None when the engine did not record them. Tool rollouts: 0.0 at
-    inserted (observation) tokens, which ``loss_mask`` marks."""
+    """log-prob of each token in token_ids under the behaviour distribution of the call's
+    ``SamplingParams`` (tempered; over the kept set or the full vocabulary:
+    :mod:`rewardlab.rollout.behaviour`), the same for every engine. Same length as ``token_ids``;
+    None when the engine did not record them. Tool rollouts: 0.0 at inserted (observation) tokens,
+    which ``loss_mask`` marks."""
     loss_mask: list[int] | None = None
     """Tool rollouts (``rewardlab.rollout.multiturn``): 1 for each token the model sampled, 0 for
     each inserted observation token; None = every token was sampled."""

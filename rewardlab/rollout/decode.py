@@ -32,6 +32,7 @@ from typing import Any
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import SamplingParams
+from rewardlab.rollout.behaviour import recorded_at, warpers
 
 DROP_SHARE = 0.25
 """The engine's rule: ended rows leave the batch once they are a quarter of it. Each compaction copies the
@@ -43,24 +44,6 @@ Pick = Callable[[Any, Any], Any]
 OnStep = Callable[[int, Any, Any, Any, Any, Any], Any]
 """``on_step(t, active (A,), token (A,), logprob (A,) or None, seq (A, P + t + 1) or None, scores (A, V))``
 -> ``ended (A,)``: which rows ended at this step's token."""
-
-
-def warpers(sampling: SamplingParams) -> list:
-    """HF's temperature / top-k / top-p warpers for ``sampling``, in the order ``generate`` applies them."""
-    from transformers.generation.logits_process import (  # lazy: see the module docstring
-        TemperatureLogitsWarper,
-        TopKLogitsWarper,
-        TopPLogitsWarper,
-    )
-
-    out: list = []
-    if sampling.temperature != 1.0:
-        out.append(TemperatureLogitsWarper(float(sampling.temperature)))
-    if sampling.top_k != 0:
-        out.append(TopKLogitsWarper(top_k=sampling.top_k, min_tokens_to_keep=1))
-    if sampling.top_p < 1.0:
-        out.append(TopPLogitsWarper(top_p=sampling.top_p, min_tokens_to_keep=1))
-    return out
 
 
 def eos_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -199,20 +182,22 @@ def decode(model: Any, start: Prefilled, steps: int, *, sampling: SamplingParams
     device = logits.device
     can_drop = hasattr(cache, "batch_select_indices")
     greedy, warps = sampling.temperature <= 0, ([] if sampling.temperature <= 0 else warpers(sampling))
+    at = recorded_at(sampling)  # the warpers before the recorded (behaviour) distribution
     seq = start.ids if track_ids else None  # (A, L + t)
     active = torch.arange(logits.shape[0], device=device)  # (A,) batch row -> row
     alive = torch.ones(logits.shape[0], dtype=torch.bool, device=device)  # (A,)
     taken = 0
     for t in range(steps):
-        scores = logits  # (A, V)
+        scores = recorded = logits  # (A, V)
         if greedy:
             token = scores.argmax(-1)  # (A,)
         else:
-            for warper in warps:  # temperature / top-k / top-p read the scores only
+            for i, warper in enumerate(warps):  # temperature / top-k / top-p read the scores only
                 scores = warper(seq, scores)
+                recorded = scores if i < at else recorded  # (A, V) the behaviour distribution's logits
             probs = torch.softmax(scores, dim=-1)  # (A, V)
             token = (probs / pick(probs, active)).argmax(-1)  # (A,) multinomial's draw (exponential race)
-        lp = scores.gather(-1, token[:, None]).squeeze(-1) - torch.logsumexp(scores, dim=-1) if record else None
+        lp = recorded.gather(-1, token[:, None]).squeeze(-1) - torch.logsumexp(recorded, dim=-1) if record else None
         token = token.masked_fill(~alive, pad_id)  # (A,) ended rows continue with pad, as in generate
         if seq is not None:
             seq = torch.cat([seq, token[:, None]], dim=1)

@@ -1,14 +1,16 @@
 """The Hugging Face ``generate`` rollout engine (left-padded batches of the live model).
 
-Every completion carries ``logprobs``: the log-prob of each sampled token under the distribution
-it was actually drawn from (after temperature, top-k and top-p), for rollout correction
+Every completion carries ``logprobs``: the log-prob of each sampled token under the call's behaviour
+distribution (:mod:`rewardlab.rollout.behaviour`: tempered; renormalised over the top-k / top-p kept set,
+or over the full vocabulary), the definition the trainer uses too, for rollout correction
 (``pi_trainer / pi_sampler`` importance weights). They are recorded during ``generate`` by a
 logits processor (:class:`_SampledLogprobs`) that keeps one (B, V) log-softmax alive at a time,
 never ``output_scores`` / ``output_logits`` (B x steps x V). In transformers 5.x a caller's
 ``logits_processor`` runs *before* the temperature / top-k / top-p warpers that ``generate`` builds
 from the config, so when recording, the engine turns those off in the config and passes HF's own
-warper classes itself, in HF's order, ahead of the recorder: the recorder sees exactly the scores
-that are sampled from (same tokens for the same seed as the config path). Greedy decoding
+warper classes itself, in HF's order, with the recorder after the temperature (``full``) or after
+every warper (``kept``: it sees exactly the scores that are sampled from); same tokens for the same
+seed as the config path. Greedy decoding
 (temperature 0) records the log-prob of the argmax under the raw (unwarped) distribution.
 
 With ``n > 1`` (and ``shared_prefix``, the default) the engine does not call ``generate``: the G
@@ -40,9 +42,10 @@ from typing import Any
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
+from rewardlab.rollout.behaviour import recorded_at
+from rewardlab.rollout.behaviour import warpers as behaviour_warpers
 from rewardlab.rollout.decode import can_share, decode, inference_mode, prefill, seeded, shared_stream
 from rewardlab.rollout.decode import eos_ids as find_eos_ids
-from rewardlab.rollout.decode import warpers as decode_warpers
 
 
 class _SampledLogprobs:
@@ -172,7 +175,7 @@ class HFEngine:
         if sampling.temperature > 0 and self.record_logprobs:
             # The caller's processors run before the config's warpers, so the warpers are passed in
             # the processor list instead, ahead of the recorder (see the module docstring).
-            warpers = decode_warpers(sampling)
+            warpers = behaviour_warpers(sampling)
             gen_kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
         elif sampling.temperature > 0:
             gen_kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
@@ -204,7 +207,8 @@ class HFEngine:
                     input_ids = batch["input_ids"].to(device)  # (B, P) left-padded
                     attention_mask = batch["attention_mask"].to(device)  # (B, P)
                     recorder = _SampledLogprobs() if self.record_logprobs else None
-                    extra = {} if recorder is None else {"logits_processor": LogitsProcessorList([*warpers, recorder])}
+                    extra = {} if recorder is None else {"logits_processor": LogitsProcessorList(
+                        [*warpers[:recorded_at(sampling)], recorder, *warpers[recorded_at(sampling):]])}
                     out = model.generate(
                         input_ids=input_ids,
                         attention_mask=attention_mask,

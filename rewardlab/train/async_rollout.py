@@ -49,6 +49,7 @@ from rewardlab.rollout import Completion, SamplingParams
 from rewardlab.train.async_worker import GenerationWorker, Result
 from rewardlab.train.config import ASYNC_CORRECTION, TrainConfig
 from rewardlab.train.samples import Batch, rollout_seed
+from rewardlab.train.state import run_sampling
 
 if TYPE_CHECKING:
     from rewardlab.train.state import Run
@@ -196,8 +197,7 @@ class AsyncRollout:
         cfg = run.cfg
         mine = self._ahead.take(cfg.prompts_per_step)
         prompt_texts = [run.trainer.render(run.rows[i]) for i, _ in mine]
-        sampling = SamplingParams(seed=rollout_seed(cfg.seed, step), max_new_tokens=cfg.max_new_tokens,
-                                  temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k)
+        sampling = run_sampling(cfg, seed=rollout_seed(cfg.seed, step))
         rid = self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine)
         self._requests[step] = (rid, mine, prompt_texts, sampling)
         self._queued = step

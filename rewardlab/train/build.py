@@ -16,16 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rewardlab import models, sandbox, tasks
+from rewardlab import forkserver, models, sandbox, tasks
 from rewardlab.algos import extras
 from rewardlab.errors import RewardlabError
 from rewardlab.locks import FolderLock
 from rewardlab.logging import MetricsLogger, truncate_jsonl
 from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm
 from rewardlab.rollout import Collectives, RolloutEngine, format_prompt, make_engine
+from rewardlab.rollout import behaviour
 from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
 from rewardlab.tasks import Row
 from rewardlab.train import async_rollout, distributed, feedback
+from rewardlab.train.async_worker import GENERATION_PRELOAD
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
 from rewardlab.train.config import (
     TrainConfig,
@@ -45,7 +47,7 @@ from rewardlab.train.process import seed_everything
 from rewardlab.train.saved_config import describe_diff, save_yaml, settings_diff
 from rewardlab.train.runtime import build_reward, rank_rng, run_dir_of
 from rewardlab.train.samples import PromptStream, RolloutLog
-from rewardlab.train.state import Critic, Options, Plan, Run, Sampler, Trainer
+from rewardlab.train.state import Critic, Options, Plan, Run, Sampler, Trainer, run_sampling
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -117,6 +119,8 @@ def build_trainer(plan: Plan, threads: int | None) -> Trainer:
     run and of a resumed one as they were (see :func:`restore`)."""
     cfg, algo, dist = plan.cfg, plan.algo, plan.dist
     announce(plan, threads)
+    if cfg.async_steps:  # the reward pool may start the one fork server: it imports the generator's modules too
+        forkserver.preload(*GENERATION_PRELOAD)
     pool_ready = prewarm(plan.reward_fn, cfg.reward_workers)  # reward workers start while the model loads
     seed_everything(cfg.seed + dist.rank)
     # bf16 on GPU: fp32 master weights + bf16 autocast (dtype auto); --dtype bfloat16 = pure bf16 weights
@@ -164,6 +168,8 @@ def announce(plan: Plan, threads: int | None) -> None:
     plan.say(f"rewardlab train: {cfg.algo} on {cfg.task}, model {cfg.model or models.DEFAULT_MODEL}, "
              f"{plan.dist.world_size} rank(s) on {plan.device.type}, threads {threads or torch.get_num_threads()}")
     plan.say(plan.sizes.describe())
+    plan.say(f"  log-probs                   {behaviour.describe(run_sampling(cfg))}"
+             f" (--logprob-support {cfg.logprob_support})")
     resuming = f"  (resuming from {plan.ckpt.name})" if plan.ckpt else ""
     plan.say(f"  run directory               {plan.run_dir}{resuming}")
 
@@ -287,7 +293,10 @@ def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBas
     if engine_kind(cfg) == "hf":
         engine_kw: dict[str, Any] = {"batch_size": cfg.rollout_batch_size}
     else:  # the vLLM engine borrows the trainer's collectives (rollout never imports rewardlab.train)
-        engine_kw = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+        # vLLM's "auto" runs a float32 checkpoint in 16 bits: the engine computes in the trainer's own dtype
+        gpu_auto = plan.device.type == "cuda" and cfg.dtype == "auto"
+        compute = "bfloat16" if gpu_auto else cfg.dtype.replace("auto", "float32")
+        engine_kw = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization, "dtype": compute,
                      "enable_sleep_mode": cfg.vllm_sleep_mode, "seed": cfg.seed, "collectives": Collectives(
                          world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
                          full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)}

@@ -38,6 +38,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.fields import attribute_docs
 from rewardlab.models import check_device_spelling, check_model, resolve_device
 from rewardlab.rollout import tool_settings
+from rewardlab.rollout.base import SUPPORTS
 from rewardlab.rollout.tool_settings import TOOLS, ToolSettings
 
 
@@ -126,6 +127,8 @@ class _Settings:
     """Nucleus sampling threshold."""
     top_k: int = 0
     """Top-k sampling (0 = off)."""
+    logprob_support: str = "kept"
+    """Log-probs under top-k / top-p: kept (renormalised over the kept set, as sampled) or full (whole vocabulary)."""
     rollout: str = "hf"
     """Rollout engine: hf (transformers generate) or vllm."""
     rollout_batch_size: int = 64
@@ -406,6 +409,9 @@ def validate(cfg: TrainConfig) -> None:
     """Reject settings that cannot work, with a message that says what to change."""
     _choice("algo", cfg.algo, ALGOS)
     _choice("rollout", cfg.rollout, ("hf", "vllm"))
+    _choice("logprob_support", cfg.logprob_support, tuple(SUPPORTS))
+    if cfg.rollout == "vllm" and cfg.logprob_support == "full" and (cfg.top_k or cfg.top_p < 1):
+        raise RewardlabError("--logprob-support full with top-k / top-p needs --rollout hf (vLLM reports kept-set)")
     _choice("tools", cfg.tools, TOOLS)
     tools_of(cfg).check()
     if cfg.feedback != "none":
@@ -585,9 +591,6 @@ def derive(cfg: TrainConfig, *, world_size: int = 1, mini_batches: int | None = 
 def to_dict(cfg: TrainConfig) -> dict[str, Any]:
     """The config as a plain dict (YAML-safe)."""
     return dataclasses.asdict(cfg)
-
-
-"""A device spelling (checked without importing torch; ``models.resolve_device`` checks the device itself)."""
 
 
 __all__ = [

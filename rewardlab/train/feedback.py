@@ -30,6 +30,7 @@ from rewardlab.rollout.base import Completion
 from rewardlab.rollout.multiturn import FeedbackEngine
 from rewardlab.seeds import derive_seed
 from rewardlab.train.runtime import Run, Sample
+from rewardlab.train.state import run_sampling
 
 
 def feedback_engine(run: Run, start: Any) -> FeedbackEngine:
@@ -48,8 +49,7 @@ def feedback_engine(run: Run, start: Any) -> FeedbackEngine:
         prompts = [format_prompt(run.tok, cfg.feedback_prompt.format(question=q, answer=a.strip()))
                    for q, a in zip(questions, answers)]
         seed = None if sampling.seed is None else derive_seed("feedback", sampling.seed)  # the critic's own stream
-        params = SamplingParams(max_new_tokens=cfg.feedback_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                                top_k=cfg.top_k, seed=seed)
+        params = run_sampling(cfg, seed=seed, max_new_tokens=cfg.feedback_tokens)
         if cfg.feedback == "policy":  # the critic is the live policy: sample from its current weights
             engine.load_weights(run.model)
         return engine.generate(prompts, 1, params)

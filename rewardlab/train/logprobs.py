@@ -19,6 +19,8 @@ from typing import Any
 import torch
 
 from rewardlab.errors import RewardlabError
+from rewardlab.rollout.base import SamplingParams
+from rewardlab.rollout.behaviour import logprobs as behaviour_logprobs
 
 
 def freeze_to_top_layers(model: Any, n: int) -> int:
@@ -156,8 +158,11 @@ def loss_mask(samples: list[Any], width: int) -> torch.Tensor:
     return out
 
 
-def token_logprobs(model: Any, batch: dict[str, Any], *, with_entropy: bool = False, autocast: Any = None):
-    """Log-probs of the response tokens under ``model`` (B, R), and optionally the entropy (B, R).
+def token_logprobs(model: Any, batch: dict[str, Any], *, with_entropy: bool = False, autocast: Any = None,
+                   behaviour: SamplingParams | None = None):
+    """Log-probs of the response tokens under ``model``'s behaviour distribution (B, R), and optionally its
+    entropy (B, R): the logits divided by the sampling temperature, renormalised over the top-k / top-p kept
+    set or not, as ``behaviour`` says (:func:`rewardlab.rollout.behaviour.logprobs`; None = T 1, full vocabulary).
 
     Only the last R+1 positions go through the LM head (``logits_to_keep``), which on a 49k-word
     vocabulary is most of the saving over computing logits for the prompt too.
@@ -172,14 +177,8 @@ def token_logprobs(model: Any, batch: dict[str, Any], *, with_entropy: bool = Fa
             logits_to_keep=R + 1,
             use_cache=False,
         )
-    logits = out.logits[:, :-1, :].float()  # (B, R, V): position t predicts response token t
-    lse = torch.logsumexp(logits, dim=-1)  # (B, R)
-    lp = torch.gather(logits, -1, batch["response_ids"].unsqueeze(-1)).squeeze(-1) - lse  # (B, R)
-    ent = None
-    if with_entropy:
-        probs = torch.softmax(logits, dim=-1)  # (B, R, V)
-        ent = lse - (probs * logits).sum(-1)  # (B, R)
-    return lp, ent
+    logits = out.logits[:, :-1, :]  # (B, R, V): position t predicts response token t
+    return behaviour_logprobs(logits, batch["response_ids"], behaviour, with_entropy=with_entropy)  # (B, R) x 2
 
 
 def _cache_kwarg(model: Any) -> str:
@@ -189,7 +188,8 @@ def _cache_kwarg(model: Any) -> str:
 
 def shared_prompt_logprobs(model: Any, samples: list[Any], pad_id: int, device: Any, *,
                            prefix: FrozenPrefix | None = None, autocast: Any = None, grad: bool = False,
-                           with_entropy: bool = False) -> tuple[Any, Any, Any]:
+                           with_entropy: bool = False, behaviour: SamplingParams | None = None
+                           ) -> tuple[Any, Any, Any]:
     """Log-probs of the response tokens, running each distinct prompt once (not G times).
 
     The G completions of a group share their prompt, and under causal attention the prompt's keys
@@ -238,11 +238,7 @@ def shared_prompt_logprobs(model: Any, samples: list[Any], pad_id: int, device: 
                      **{key: cache})
     first = out.logits[:, -1, :].float()[idx]  # (B, V): predicts the first response token
     logits = torch.cat([first[:, None, :], out2.logits[:, :-1, :].float()], dim=1)  # (B, R, V)
-    lse = torch.logsumexp(logits, dim=-1)  # (B, R)
-    lp = torch.gather(logits, -1, rids.unsqueeze(-1)).squeeze(-1) - lse  # (B, R)
-    ent = None
-    if with_entropy:
-        ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # (B, R)
+    lp, ent = behaviour_logprobs(logits, rids, behaviour, with_entropy=with_entropy)  # (B, R) x 2
     hidden = None
     if prefix is not None and len(cap) == 2:
         hidden = torch.cat([cap[0][idx], cap[1]], dim=1).detach()  # (B, P+R, H)

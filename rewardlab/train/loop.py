@@ -59,7 +59,7 @@ from rewardlab.train.logprobs import loss_mask
 from rewardlab.train.metrics import gen_metrics, step_metrics, tool_metrics
 from rewardlab.train.process import Interrupted, StopFlag, oom, oom_error, set_threads
 from rewardlab.train.samples import Batch, Sample, logprobs_of, rollout_seed
-from rewardlab.train.state import Run
+from rewardlab.train.state import Run, run_sampling
 from rewardlab.train.update import update_policy
 
 _ADVANTAGE_SIGN = 1.0
@@ -183,8 +183,7 @@ def generate(run: Run, step: int, batch: Batch) -> tuple[list[tuple[int, int]], 
     rows = [run.rows[i] for i, _ in mine]
     prompt_texts = [run.trainer.render(row) for row in rows]
     seed = rollout_seed(cfg.seed, step, batch.gen_round, run.dist.rank)
-    sampling = SamplingParams(seed=seed, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                              top_p=cfg.top_p, top_k=cfg.top_k)
+    sampling = run_sampling(cfg, seed=seed)
     sample = run.trainer.sampler  # the engine, with full weights gathered while it samples (FSDP + HF engine)
     try:
         if run.group_sizes is None:

@@ -137,6 +137,7 @@ def gen_metrics(run: Run, batch: Batch) -> dict[str, Any]:
         "skipped": int(not batch.kept),
         "reward/generated_mean": mean_or_none([s.score for s in batch.generated]),
         "frac_zero_std_groups": batch.groups_zero_std / max(1, batch.groups_seen),
+        "logprob_support": run.behaviour.support,  # the convention every log-prob of the step is under
     }
 
 

@@ -31,6 +31,14 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
+def run_sampling(cfg: TrainConfig, *, seed: int | None = None, max_new_tokens: int | None = None) -> SamplingParams:
+    """The run's sampling settings, which are also its behaviour distribution: every log-prob of the run (the
+    engines' recorded ones, the trainer's current / old / reference ones, the entropy) is under it
+    (:mod:`rewardlab.rollout.behaviour`)."""
+    return SamplingParams(max_new_tokens=max_new_tokens or cfg.max_new_tokens, temperature=cfg.temperature,
+                          top_p=cfg.top_p, top_k=cfg.top_k, support=cfg.logprob_support, seed=seed)
+
+
 @dataclass(frozen=True)
 class Plan:
     """Everything decided before a model loads: settings, algorithm, sizes, ranks, paths, the resume point."""
@@ -168,6 +176,11 @@ class Run:
         return self.plan.run_dir
 
     @property
+    def behaviour(self) -> SamplingParams:
+        """The distribution every log-prob of the run is under (:func:`run_sampling`)."""
+        return run_sampling(self.cfg)
+
+    @property
     def rows(self) -> list[Row]:
         return self.plan.rows
 
@@ -256,4 +269,4 @@ class Run:
         self.plan.say(msg)
 
 
-__all__ = ["Critic", "Options", "Plan", "Run", "Sampler", "Trainer"]
+__all__ = ["Critic", "Options", "Plan", "Run", "Sampler", "Trainer", "run_sampling"]

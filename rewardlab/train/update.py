@@ -122,8 +122,10 @@ def dpo_update(run: Run, batch: Batch) -> Update:
             micro = rows[ui : ui + size]
             mask = pad_batch(micro, pad, device)["response_mask"]  # (b, R)
             with torch.no_grad():
-                ref = shared_prompt_logprobs(run.ref_model, micro, pad, device, autocast=run.autocast)[0]  # (b, R)
-            lp = shared_prompt_logprobs(run.model, micro, pad, device, autocast=run.autocast, grad=True)[0]  # (b, R)
+                ref = shared_prompt_logprobs(run.ref_model, micro, pad, device, autocast=run.autocast,
+                                             behaviour=run.behaviour)[0]  # (b, R)
+            lp = shared_prompt_logprobs(run.model, micro, pad, device, autocast=run.autocast, behaviour=run.behaviour,
+                                        grad=True)[0]  # (b, R)
             seq, ref_seq = (lp.float() * mask).sum(-1), (ref.float() * mask).sum(-1)  # (b,)
             loss, m = extras.dpo_loss(seq[0::2], seq[1::2], ref_seq[0::2], ref_seq[1::2], beta=algo.dpo_beta,
                                       num_pairs=len(pairs))
@@ -159,12 +161,13 @@ def frozen_logprobs(run: Run, minis: list[list[Sample]]) -> tuple[dict, dict, di
         for key, micro in micro_batches(minis, run.sizes.micro_batch_size):
             if need_old:
                 old_lp[key], _, hidden = shared_prompt_logprobs(run.model, micro, pad, run.device,
-                                                                prefix=run.prefix, autocast=run.autocast)
+                                                                prefix=run.prefix, autocast=run.autocast,
+                                                                behaviour=run.behaviour)
                 if hidden is not None:
                     frozen_h[key] = hidden  # (B, P+R, H) input of the first trained block
             if run.ref_model is not None:
                 ref_lp[key] = shared_prompt_logprobs(run.ref_model, micro, pad, run.device,
-                                                     autocast=run.autocast)[0]  # (B, R)
+                                                     autocast=run.autocast, behaviour=run.behaviour)[0]  # (B, R)
     return old_lp, ref_lp, frozen_h
 
 
@@ -222,7 +225,8 @@ def cov_selection(run: Run, mb: list[Sample], mi: int, lp_now: dict | None,
             if lp_now is not None and key in lp_now:
                 lp = lp_now[key]  # (B, R)
             else:
-                lp = shared_prompt_logprobs(run.model, micro, pad, run.device, autocast=run.autocast)[0]  # (B, R)
+                lp = shared_prompt_logprobs(run.model, micro, pad, run.device, autocast=run.autocast,
+                                            behaviour=run.behaviour)[0]  # (B, R)
             lp = lp.float() * mask
             adv = advantage_tensor(micro, mask)
             adv = (adv[:, None] if adv.dim() == 1 else adv) * mask  # (B, R)
@@ -304,12 +308,15 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
         mask = mask * keep_rows[:, None]  # (B, R)
     if key in frozen_h:  # frozen blocks: replay their cached output
         with run.prefix.replay(frozen_h[key]):
-            lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast)  # (B, R)
+            lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast,
+                                     behaviour=run.behaviour)  # (B, R)
     elif not cfg.gradient_checkpointing:  # each distinct prompt once, with grad
         lp, ent, _ = shared_prompt_logprobs(run.model, micro, run.tok.pad_token_id, device, autocast=run.autocast,
+                                            behaviour=run.behaviour,
                                             grad=True, with_entropy=True)
     else:
-        lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast)  # (B, R)
+        lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast,
+                                 behaviour=run.behaviour)  # (B, R)
     old = old_lp[key] if run.sizes.off_policy else lp.detach()  # (B, R)
     if update.mismatch_on and epoch == 0:  # old = the policy that sampled, before any update
         update.mismatch.append(micro_mismatch(old, micro, b["response_mask"]))
