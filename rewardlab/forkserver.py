@@ -10,7 +10,7 @@ server imports them all, whoever starts it first:
 Before this module the reward pool set its own list and, started first (``prewarm`` runs while the
 model loads), left the generation worker's modules out: every worker then imported torch and
 transformers itself, about 4 s per worker start instead of well under a second
-(``tests/test_async.py::test_worker_forks_from_a_preloaded_server``).
+(measured in the session that wrote it; no test pins the start time).
 """
 
 from __future__ import annotations

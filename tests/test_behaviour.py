@@ -159,3 +159,48 @@ def test_a_synchronous_on_policy_step_has_unit_weights_and_zero_kl(tiny_model_di
         assert abs(r["rollout_corr/kl"]) < ATOL, r["rollout_corr/kl"]
         assert abs(r["rollout_corr/rollout_is_min"] - 1) < ATOL and abs(r["rollout_corr/rollout_is_max"] - 1) < ATOL
         assert r["logprob_support"] == support
+
+
+def test_grpo_loss_and_gradient_equal_trl_at_the_temperature(tiny_model_dir, tmp_path):
+    """TRL 1.16's ``GRPOTrainer._compute_loss`` (loss_type grpo, beta 0, T 0.7 / top-p 0.9 / top-k 50) and our
+    GRPO loss under ``--logprob-support full`` (TRL's convention) on one batch: the same loss and the same
+    gradient. Old log-probs are the engine's, shifted, so ratios move off 1 and the clip engages."""
+    from dataclasses import replace
+
+    datasets = pytest.importorskip("datasets")
+    trl = pytest.importorskip("trl")
+    from rewardlab.algos import PRESETS, policy_loss
+
+    torch.set_num_threads(1)
+    args = trl.GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none",
+                          per_device_train_batch_size=4, num_generations=4, max_completion_length=10,
+                          loss_type="grpo", beta=0.0, epsilon=0.2, **RECIPE)
+    ds = datasets.Dataset.from_list([{"prompt": "What is 3 plus 4?"}] * 4)
+    trainer = trl.GRPOTrainer(model=str(tiny_model_dir), reward_funcs=[lambda completions, **kw: [0.0] * len(
+        completions)], args=args, train_dataset=ds)
+    theirs = trainer.model.eval()
+    ours, tok = load_model(tiny_model_dir)
+    ours.eval()
+    sp = _sampling("full", seed=5, max_new_tokens=10)
+    comps = HFEngine(ours, tok, batch_size=8).generate([format_prompt(tok, "What is 3 plus 4?")], 4, sp)
+    b = pad_batch(comps, tok.pad_token_id, "cpu")  # one prompt: no left padding, TRL's positions are ours
+    mask = b["response_mask"]  # (B, R)
+    g = torch.Generator().manual_seed(0)
+    recorded = torch.zeros_like(mask)  # (B, R) the engine's log-probs (full convention)
+    for i, c in enumerate(comps):
+        recorded[i, : len(c.logprobs)] = torch.tensor(c.logprobs)
+    old = recorded + 0.3 * torch.randn(recorded.shape, generator=g)  # (B, R)
+    adv = torch.randn(len(comps), generator=g)  # (B,)
+    P = len(comps[0].prompt_ids)
+    inputs = {"prompt_ids": b["input_ids"][:, :P], "prompt_mask": b["attention_mask"][:, :P],
+              "completion_ids": b["response_ids"], "completion_mask": mask.long(), "advantages": adv,
+              "old_per_token_logps": old, "num_items_in_batch": mask.sum()}
+    loss_trl = trainer._compute_loss(theirs, inputs)
+    loss_trl.backward()
+    lp, _ = token_logprobs(ours, b, behaviour=sp)
+    loss, _ = policy_loss(lp, old, adv, mask, replace(PRESETS["grpo"], beta=0.0))
+    loss.backward()
+    torch.testing.assert_close(loss, loss_trl, rtol=1e-5, atol=1e-6)
+    grads = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-4, atol=1e-6, msg=name)
