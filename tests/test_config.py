@@ -8,13 +8,13 @@ import yaml
 from rewardlab.train.config import (
     TrainConfig,
     build_config,
-    derive,
     field_docs,
     parse_overrides,
     resolve_algo,
     to_dict,
 )
 from rewardlab.train.saved_config import save_yaml, settings_differ
+from rewardlab.train.sizes import derive
 from rewardlab.errors import RewardlabError
 
 

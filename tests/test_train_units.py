@@ -164,7 +164,8 @@ def test_rollout_logprob_mismatch_is_logged_and_not_used_as_old_logp(tiny_model_
     train(cfg)
     kw = dict(engines[0].kw)
     assert isinstance(kw.pop("collectives"), Collectives)  # the trainer lends the engine its process group
-    assert kw == {"gpu_memory_utilization": 0.5, "enable_sleep_mode": False, "seed": 0}
+    # the engine computes in the trainer's dtype (vLLM's "auto" would run this float32 checkpoint in 16 bits)
+    assert kw == {"gpu_memory_utilization": 0.5, "enable_sleep_mode": False, "seed": 0, "dtype": "float32"}
     (m,) = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     off = _LogprobEngine.OFFSET
     assert abs(m["rollout/logp_abs_diff"] - off) < 1e-3 and abs(m["rollout/logp_max_abs_diff"] - off) < 1e-3

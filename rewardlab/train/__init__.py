@@ -18,7 +18,8 @@ stage), ``evaluation.py`` (``--eval-every``: held-out benchmarks during training
 and ``critic.py`` (``--feedback``'s critic, PPO's value model), ``lora.py`` (PEFT adapters).
 """
 
-from rewardlab.train.config import Derived, TrainConfig, build_config, derive, parse_overrides, resolve_algo
+from rewardlab.train.config import TrainConfig, build_config, parse_overrides, resolve_algo
+from rewardlab.train.sizes import Derived, derive
 from rewardlab.train.logprobs import freeze_to_top_layers, pad_batch, token_logprobs
 from rewardlab.train.loop import train
 from rewardlab.train.runtime import Interrupted, PromptStream, run_dir_of, set_threads

@@ -29,10 +29,10 @@ from rewardlab.tasks import Row
 from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.async_worker import GENERATION_PRELOAD
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
+from rewardlab.train.sizes import derive
 from rewardlab.train.config import (
     TrainConfig,
     check_model,
-    derive,
     resolve_algo,
     resolve_device,
     to_dict,

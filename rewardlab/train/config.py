@@ -10,14 +10,8 @@ an optional field of :class:`TrainConfig` (``--eps-high 0.3``; ``None`` = the pr
 the ``Algo`` field's docstring as its help. Adding an algorithm field is one line in ``algos.Algo``
 plus its use.
 
-The batch arithmetic that trips people up (prompts vs completions vs mini-batches vs micro-batches,
-per rank or global) is computed once by :func:`derive`, validated with a message that says which
-numbers to change, printed at start-up and saved with the run::
-
-    from rewardlab.train.config import TrainConfig, derive
-    cfg = TrainConfig(algo="gspo", prompts_per_step=8, group_size=4)
-    sizes = derive(cfg, world_size=1)      # GSPO: 4 optimizer steps per rollout (its mini_batches)
-    print(sizes.describe())
+The batch arithmetic (prompts, completions, mini-batches, micro-batches) is derived from the config by
+:mod:`rewardlab.train.sizes`.
 """
 
 from __future__ import annotations
@@ -117,6 +111,10 @@ class _Settings:
     """Passes over each rollout batch."""
     micro_batch_size: int = 8
     """Completions per forward/backward pass (gradient accumulation unit, per rank)."""
+    max_tokens_per_micro_batch: int = 0
+    """Cut micro-batches by tokens instead (positions computed, padding included; 0 = by --micro-batch-size)."""
+    packing: str = "none"
+    """Micro-batch layout: none (padded rows), sequences (one packed row), groups (each prompt once, its answers)."""
 
     # --- sampling ---
     max_new_tokens: int = 32
@@ -510,91 +508,13 @@ def resolve_algo(cfg: TrainConfig) -> Algo:
     return algos.get(cfg.algo, **overrides)
 
 
-@dataclass
-class Derived:
-    """Batch sizes computed once from the config (global unless named per_rank)."""
-
-    world_size: int
-    prompts_per_step: int
-    completions_per_step: int
-    mini_batches: int
-    epochs: int
-    completions_per_mini_batch: int
-    completions_per_mini_batch_per_rank: int
-    micro_batch_size: int
-    micro_batches_per_mini_batch: int
-    optimizer_steps_per_rollout: int
-    total_optimizer_steps: int
-    off_policy: bool
-
-    def describe(self) -> str:
-        """A short human-readable table of the sizes."""
-        return "\n".join(
-            [
-                f"  prompts per step            {self.prompts_per_step}"
-                f"  x {self.completions_per_step // self.prompts_per_step} per group"
-                f" = {self.completions_per_step} completions",
-                f"  mini-batches x epochs       {self.mini_batches} x {self.epochs}"
-                f" = {self.optimizer_steps_per_rollout} optimizer steps per rollout"
-                f"  ({'off-policy: old log-probs recomputed' if self.off_policy else 'on-policy: ratio is 1'})",
-                f"  completions per mini-batch  {self.completions_per_mini_batch} global,"
-                f" {self.completions_per_mini_batch_per_rank} per rank"
-                f" over {self.world_size} rank(s)",
-                f"  micro-batches               {self.micro_batches_per_mini_batch} of <= {self.micro_batch_size}"
-                f" per mini-batch per rank",
-                f"  total optimizer steps       {self.total_optimizer_steps}",
-            ]
-        )
-
-
-def derive(cfg: TrainConfig, *, world_size: int = 1, mini_batches: int | None = None) -> Derived:
-    """Compute and check the batch arithmetic. ``mini_batches`` defaults to the algorithm's in force
-    (the preset's, or ``--mini-batches``): ``derive(TrainConfig(algo="gspo"))`` has 4 optimizer steps
-    per rollout, as a GSPO run does."""
-    mb = mini_batches if mini_batches is not None else resolve_algo(cfg).mini_batches
-    completions = cfg.prompts_per_step * cfg.group_size
-    if cfg.prompts_per_step % world_size:
-        raise RewardlabError(
-            f"prompts_per_step ({cfg.prompts_per_step}) must be divisible by the number of ranks ({world_size})"
-        )
-    if completions % mb:
-        raise RewardlabError(
-            f"prompts_per_step x group_size = {completions} completions does not split into {mb} mini-batches;"
-            f" change --prompts-per-step, --group-size or --mini-batches"
-        )
-    per_mini = completions // mb
-    if per_mini % world_size:
-        raise RewardlabError(
-            f"a mini-batch of {per_mini} completions does not split over {world_size} ranks;"
-            f" change --prompts-per-step or --mini-batches"
-        )
-    per_rank = per_mini // world_size
-    micro = min(cfg.micro_batch_size, per_rank)
-    n_micro = -(-per_rank // micro)
-    opt_per_rollout = algos.optimizer_steps_per_rollout({"mini_batches": mb}, cfg.epochs)
-    return Derived(
-        world_size=world_size,
-        prompts_per_step=cfg.prompts_per_step,
-        completions_per_step=completions,
-        mini_batches=mb,
-        epochs=cfg.epochs,
-        completions_per_mini_batch=per_mini,
-        completions_per_mini_batch_per_rank=per_rank,
-        micro_batch_size=micro,
-        micro_batches_per_mini_batch=n_micro,
-        optimizer_steps_per_rollout=opt_per_rollout,
-        total_optimizer_steps=opt_per_rollout * cfg.steps,
-        off_policy=opt_per_rollout > 1,
-    )
-
-
 def to_dict(cfg: TrainConfig) -> dict[str, Any]:
     """The config as a plain dict (YAML-safe)."""
     return dataclasses.asdict(cfg)
 
 
 __all__ = [
-    "ALGO_FIELDS", "ALGOS", "TOOLS", "TrainConfig", "Derived", "build_config", "derive", "field_docs",
+    "ALGO_FIELDS", "ALGOS", "TOOLS", "TrainConfig", "build_config", "field_docs",
     "parse_overrides", "resolve_algo", "ASYNC_CORRECTION", "to_dict", "tools_of", "total_token_budget",
     "validate", "resolve_device", "check_model", "eval_suite_names",
 ]

@@ -245,5 +245,89 @@ def shared_prompt_logprobs(model: Any, samples: list[Any], pad_id: int, device: 
     return lp, ent, hidden
 
 
-__all__ = ["FrozenPrefix", "decoder_blocks", "freeze_to_top_layers", "loss_mask", "pad_batch", "shared_prompt_logprobs",
+def packed_logprobs(model: Any, samples: list[Any], device: Any, *, groups: bool = False, autocast: Any = None,
+                    grad: bool = False, with_entropy: bool = False, behaviour: SamplingParams | None = None
+                    ) -> tuple[Any, Any]:
+    """The numbers of :func:`token_logprobs`, laid out (B, R), from one padding-free row.
+
+    ``groups=False`` (``--packing sequences``): each sample's prompt and response one after another, position
+    ids restarting at each, so attention never crosses a sequence (transformers builds the block-causal mask
+    from the position ids; on GPU with flash-attention it is the varlen kernel). ``groups=True``
+    (``--packing groups``): each distinct prompt once, followed by its responses, under a block mask in which a
+    response sees its prompt and itself only: the prompt's forward and backward run once per group, with
+    exact gradients. Only the positions that predict a response token go through the LM head."""
+    ids, pos, heads, keep, blocks = _pack(samples, groups)
+    N = len(ids)
+    kwargs: dict[str, Any] = {}
+    if groups:  # (1, 1, N, N): causal within a block, and a response's block also sees its prompt's block
+        blk = torch.tensor(blocks[0], device=device)  # (N,) block id of each position
+        owner = torch.tensor(blocks[1], device=device)  # (N,) the prompt block each position may see
+        q, k = torch.arange(N, device=device)[:, None], torch.arange(N, device=device)[None, :]
+        allowed = (k <= q) & ((blk[None, :] == blk[:, None]) | (blk[None, :] == owner[:, None]))  # (N, N)
+        kwargs["attention_mask"] = _as_model_mask(model, allowed)
+    ctx = autocast if autocast is not None else contextlib.nullcontext()
+    grad_ctx = contextlib.nullcontext() if grad else torch.no_grad()
+    with grad_ctx, ctx:
+        out = model(input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([pos], device=device),
+                    logits_to_keep=torch.tensor(heads, device=device), use_cache=False, **kwargs)
+    tokens = torch.tensor([[t for s in samples for t in s.token_ids]], device=device)  # (1, M)
+    lp_flat, ent_flat = behaviour_logprobs(out.logits, tokens, behaviour, with_entropy=with_entropy)  # (1, M)
+    R = max(1, max(len(s.token_ids) for s in samples))
+    rows = torch.tensor(keep[0], device=device)  # (M,) row of each response token
+    cols = torch.tensor(keep[1], device=device)  # (M,) its column
+    lp = torch.zeros((len(samples), R), dtype=lp_flat.dtype, device=device).index_put((rows, cols), lp_flat[0])
+    ent = None
+    if with_entropy:
+        ent = torch.zeros((len(samples), R), dtype=lp_flat.dtype, device=device).index_put((rows, cols), ent_flat[0])
+    return lp, ent  # (B, R) x 2
+
+
+def _pack(samples: list[Any], groups: bool) -> tuple[list[int], list[int], list[int], tuple, tuple]:
+    """The packed row: token ids, position ids, the LM-head positions (one per response token, in order),
+    (row, column) of each response token, and per position (block id, the prompt block it may also see)."""
+    ids: list[int] = []
+    pos: list[int] = []
+    heads: list[int] = []
+    rows: list[int] = []
+    cols: list[int] = []
+    blk: list[int] = []
+    owner: list[int] = []
+    prompt_end: dict[tuple[int, ...], tuple[int, int, int]] = {}  # prompt -> (last position, its length, block)
+    for i, s in enumerate(samples):
+        key = tuple(s.prompt_ids)
+        if not groups or key not in prompt_end:  # the prompt's block
+            b = len(prompt_end) if groups else i
+            start = len(ids)
+            ids += s.prompt_ids
+            pos += range(len(s.prompt_ids))
+            blk += [2 * b] * len(s.prompt_ids)
+            owner += [2 * b] * len(s.prompt_ids)
+            prompt_end[key] = (len(ids) - 1, len(s.prompt_ids), 2 * b)
+        last, plen, pblock = prompt_end[key]
+        start = len(ids)
+        ids += s.token_ids
+        pos += range(plen, plen + len(s.token_ids))
+        rblock = 2 * i + 1 + 2 * len(samples)  # a block of its own (ids apart from every prompt block)
+        blk += [rblock if groups else pblock] * len(s.token_ids)
+        owner += [pblock] * len(s.token_ids)
+        for t in range(len(s.token_ids)):
+            heads.append(last if t == 0 else start + t - 1)
+            rows.append(i)
+            cols.append(t)
+    return ids, pos, heads, (rows, cols), (blk, owner)
+
+
+def _as_model_mask(model: Any, allowed: Any) -> Any:
+    """``allowed`` (N, N) bool as the 4D mask the model's attention takes: bool for SDPA / flex, additive
+    float for eager."""
+    impl = getattr(getattr(model, "config", None), "_attn_implementation", "sdpa")
+    mask = allowed[None, None]  # (1, 1, N, N)
+    if impl == "eager":
+        dtype = next(model.parameters()).dtype
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+    return mask
+
+
+__all__ = ["FrozenPrefix", "decoder_blocks", "freeze_to_top_layers", "loss_mask", "pad_batch", "packed_logprobs",
+           "shared_prompt_logprobs",
            "token_logprobs"]

@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 from rewardlab.algos import Algo
-from rewardlab.train.config import ALGO_FIELDS, Derived, TrainConfig, resolve_algo, to_dict
+from rewardlab.train.config import ALGO_FIELDS, TrainConfig, resolve_algo, to_dict
+from rewardlab.train.sizes import Derived
 
 
 def save_yaml(path: str | os.PathLike, cfg: TrainConfig, *, derived: Derived | None = None,

@@ -21,10 +21,11 @@ from rewardlab.logging import MetricsLogger
 from rewardlab.rewards.base import Reward
 from rewardlab.rollout.base import Completion, RolloutEngine, SamplingParams
 from rewardlab.tasks import Row
-from rewardlab.train.config import Derived, TrainConfig
+from rewardlab.train.config import TrainConfig
+from rewardlab.train.sizes import Derived
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.distributed import DistInfo
-from rewardlab.train.logprobs import FrozenPrefix
+from rewardlab.train.logprobs import FrozenPrefix, packed_logprobs, shared_prompt_logprobs
 from rewardlab.train.samples import PromptStream, RolloutLog, Sample
 
 if TYPE_CHECKING:
@@ -264,6 +265,16 @@ class Run:
     @property
     def critic_opt(self) -> torch.optim.Optimizer | None:
         return None if self.trainer.critic is None else self.trainer.critic.optimizer
+
+    def logprobs(self, model: Any, micro: list[Sample], *, grad: bool = False, with_entropy: bool = False,
+                 prefix: FrozenPrefix | None = None) -> tuple[Any, Any, Any]:
+        """``(lp (B, R), entropy (B, R) or None, frozen-prefix hidden or None)`` of a micro-batch's response tokens
+        under the run's behaviour distribution, in the ``--packing`` layout: padded rows with each distinct prompt
+        run once (none), one packed row (sequences), or each prompt once followed by its responses (groups)."""
+        kw = dict(autocast=self.autocast, grad=grad, with_entropy=with_entropy, behaviour=self.behaviour)
+        if self.sizes.packing == "none":
+            return shared_prompt_logprobs(model, micro, self.tok.pad_token_id, self.device, prefix=prefix, **kw)
+        return (*packed_logprobs(model, micro, self.device, groups=self.sizes.packing == "groups", **kw), None)
 
     def say(self, msg: str) -> None:
         self.plan.say(msg)

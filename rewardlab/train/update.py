@@ -27,7 +27,8 @@ from rewardlab.algos import advantages, extras
 from rewardlab.algos import correction as rollout_correction
 from rewardlab.algos.objectives import COV_LOSSES, cov_select
 from rewardlab.train import distributed
-from rewardlab.train.logprobs import pad_batch, shared_prompt_logprobs, token_logprobs
+from rewardlab.train.logprobs import pad_batch, token_logprobs
+from rewardlab.train.sizes import longest_first, micro_spans
 from rewardlab.errors import RewardlabError
 from rewardlab.train.runtime import Batch, Run, Sample, micro_mismatch, oom, oom_error
 
@@ -60,7 +61,7 @@ def update_policy(run: Run, batch: Batch) -> Update:
         return dpo_update(run, batch)
     t0 = time.perf_counter()
     per_mb = sizes.completions_per_mini_batch  # global; each rank trains on its shard of it
-    minis = [distributed.shard(kept[i : i + per_mb], run.dist) for i in range(0, len(kept), per_mb)]
+    minis = [cut(run, distributed.shard(kept[i : i + per_mb], run.dist)) for i in range(0, len(kept), per_mb)]
     # engine-vs-trainer log-prob mismatch: only when the engine gave every sampled token's log-prob
     update = Update(mismatch_on=all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.token_ids)
                                     for s in kept))
@@ -77,9 +78,9 @@ def update_policy(run: Run, batch: Batch) -> Update:
             for mi, mb in enumerate(minis):
                 num_tokens, num_seqs = step_denominators(run, mb, mi, corrected)
                 select = cov_selection(run, mb, mi, old_lp if epoch == 0 and mi == 0 else None, corrected)
-                bog_tokens = max(1, sum(s.model_tokens for s in mb if s.bog))  # the step's best-of-group tokens
-                for ui in range(0, len(mb), sizes.micro_batch_size):
-                    m = micro_step(run, mb[ui : ui + sizes.micro_batch_size], (mi, ui), epoch, old_lp, ref_lp,
+                bog_tokens = max(1, sum(s.model_tokens for u in mb for s in u if s.bog))  # the step's best-of-group
+                for ui, micro in enumerate(mb):
+                    m = micro_step(run, micro, (mi, ui), epoch, old_lp, ref_lp,
                                    frozen_h, num_tokens, num_seqs, update, corrected.get((mi, ui)),
                                    select.get((mi, ui)), eps, (bog, bog_tokens))
                     update.loss_metrics.append(m)
@@ -122,10 +123,8 @@ def dpo_update(run: Run, batch: Batch) -> Update:
             micro = rows[ui : ui + size]
             mask = pad_batch(micro, pad, device)["response_mask"]  # (b, R)
             with torch.no_grad():
-                ref = shared_prompt_logprobs(run.ref_model, micro, pad, device, autocast=run.autocast,
-                                             behaviour=run.behaviour)[0]  # (b, R)
-            lp = shared_prompt_logprobs(run.model, micro, pad, device, autocast=run.autocast, behaviour=run.behaviour,
-                                        grad=True)[0]  # (b, R)
+                ref = run.logprobs(run.ref_model, micro)[0]  # (b, R)
+            lp = run.logprobs(run.model, micro, grad=True)[0]  # (b, R)
             seq, ref_seq = (lp.float() * mask).sum(-1), (ref.float() * mask).sum(-1)  # (b,)
             loss, m = extras.dpo_loss(seq[0::2], seq[1::2], ref_seq[0::2], ref_seq[1::2], beta=algo.dpo_beta,
                                       num_pairs=len(pairs))
@@ -144,7 +143,7 @@ def dpo_update(run: Run, batch: Batch) -> Update:
     return update
 
 
-def frozen_logprobs(run: Run, minis: list[list[Sample]]) -> tuple[dict, dict, dict]:
+def frozen_logprobs(run: Run, minis: list[list[list[Sample]]]) -> tuple[dict, dict, dict]:
     """Old log-probs (off-policy steps) and reference log-probs, before any update, keyed by (mini, micro).
 
     Off-policy (several optimizer steps per rollout), lp_old comes from the training model before any
@@ -156,36 +155,48 @@ def frozen_logprobs(run: Run, minis: list[list[Sample]]) -> tuple[dict, dict, di
     if not (need_old or run.ref_model is not None):
         return old_lp, ref_lp, frozen_h
     run.model.eval()
-    pad = run.tok.pad_token_id
     with torch.no_grad():
-        for key, micro in micro_batches(minis, run.sizes.micro_batch_size):
+        for key, micro in micro_batches(minis):
             if need_old:
-                old_lp[key], _, hidden = shared_prompt_logprobs(run.model, micro, pad, run.device,
-                                                                prefix=run.prefix, autocast=run.autocast,
-                                                                behaviour=run.behaviour)
+                old_lp[key], _, hidden = run.logprobs(run.model, micro, prefix=run.prefix)
                 if hidden is not None:
                     frozen_h[key] = hidden  # (B, P+R, H) input of the first trained block
             if run.ref_model is not None:
-                ref_lp[key] = shared_prompt_logprobs(run.ref_model, micro, pad, run.device,
-                                                     autocast=run.autocast, behaviour=run.behaviour)[0]  # (B, R)
+                ref_lp[key] = run.logprobs(run.ref_model, micro)[0]  # (B, R)
     return old_lp, ref_lp, frozen_h
 
 
-def micro_batches(minis: list[list[Sample]], size: int) -> Iterator[tuple[tuple[int, int], list[Sample]]]:
-    """``((mini index, offset), micro-batch)`` for every micro-batch of every mini-batch, in order."""
+def cut(run: Run, samples: list[Sample]) -> list[list[Sample]]:
+    """One mini-batch (this rank's samples) as its micro-batches: ``--micro-batch-size`` rows each in their
+    order, or, with ``--max-tokens-per-micro-batch``, longest first and cut by the layout's cost
+    (:func:`rewardlab.train.sizes.micro_spans`), into the same number on every rank."""
+    sz = run.sizes
+    prompt_of: dict[tuple[int, ...], int] = {}
+    shapes = [(prompt_of.setdefault(tuple(s.prompt_ids), len(prompt_of)), len(s.prompt_ids), len(s.token_ids))
+              for s in samples]  # (prompt id, prompt tokens, response tokens)
+    if sz.max_tokens_per_micro_batch:
+        order = longest_first(shapes, by_prompt=sz.packing == "groups")
+        samples, shapes = [samples[i] for i in order], [shapes[i] for i in order]
+    kw: dict[str, Any] = dict(count=sz.micro_batch_size, budget=sz.max_tokens_per_micro_batch, layout=sz.packing)
+    at_least = distributed.all_reduce_max(len(micro_spans(shapes, **kw))) if sz.max_tokens_per_micro_batch else 0
+    return [samples[a:b] for a, b in micro_spans(shapes, **kw, at_least=at_least)]
+
+
+def micro_batches(minis: list[list[list[Sample]]]) -> Iterator[tuple[tuple[int, int], list[Sample]]]:
+    """``((mini index, micro index), micro-batch)`` for every micro-batch of every mini-batch, in order."""
     for mi, mb in enumerate(minis):
-        for ui in range(0, len(mb), size):
-            yield (mi, ui), mb[ui : ui + size]
+        for ui, micro in enumerate(mb):
+            yield (mi, ui), micro
 
 
-def correct_batch(run: Run, minis: list[list[Sample]], old_lp: dict,
+def correct_batch(run: Run, minis: list[list[list[Sample]]], old_lp: dict,
                   update: Update) -> dict[tuple[int, int], Corrected]:
     """Rollout correction for every micro-batch (``--correction``), before any update; {} when off."""
     corr = run.correction
     if corr is None:
         return {}
     keys, parts = [], []
-    for key, micro in micro_batches(minis, run.sizes.micro_batch_size):
+    for key, micro in micro_batches(minis):
         if any(s.rollout_logprobs is None or len(s.rollout_logprobs) != len(s.token_ids) for s in micro):
             raise RewardlabError(f"--correction {run.algo.correction} needs the rollout engine's log-prob of every "
                                  f"sampled token; the {run.cfg.rollout} engine did not report them")
@@ -207,7 +218,7 @@ def correct_batch(run: Run, minis: list[list[Sample]], old_lp: dict,
     return out
 
 
-def cov_selection(run: Run, mb: list[Sample], mi: int, lp_now: dict | None,
+def cov_selection(run: Run, mb: list[list[Sample]], mi: int, lp_now: dict | None,
                   corrected: dict[tuple[int, int], Corrected]) -> dict[tuple[int, int], torch.Tensor]:
     """KL-Cov / Clip-Cov: the tokens chosen over the whole optimizer step, from the current model's log-probs.
 
@@ -219,14 +230,13 @@ def cov_selection(run: Run, mb: list[Sample], mi: int, lp_now: dict | None,
     keys, parts = [], []
     pad = run.tok.pad_token_id
     with torch.no_grad():
-        for ui in range(0, len(mb), run.sizes.micro_batch_size):
-            micro, key = mb[ui : ui + run.sizes.micro_batch_size], (mi, ui)
+        for ui, micro in enumerate(mb):
+            key = (mi, ui)
             mask = corrected[key].mask if key in corrected else pad_batch(micro, pad, run.device)["response_mask"]
             if lp_now is not None and key in lp_now:
                 lp = lp_now[key]  # (B, R)
             else:
-                lp = shared_prompt_logprobs(run.model, micro, pad, run.device, autocast=run.autocast,
-                                            behaviour=run.behaviour)[0]  # (B, R)
+                lp = run.logprobs(run.model, micro)[0]  # (B, R)
             lp = lp.float() * mask
             adv = advantage_tensor(micro, mask)
             adv = (adv[:, None] if adv.dim() == 1 else adv) * mask  # (B, R)
@@ -273,20 +283,19 @@ def advantage_tensor(micro: list[Sample], mask: torch.Tensor) -> torch.Tensor:
     return torch.tensor([s.advantage for s in micro], device=mask.device)  # (B,)
 
 
-def step_denominators(run: Run, mb: list[Sample], mi: int = 0,
+def step_denominators(run: Run, mb: list[list[Sample]], mi: int = 0,
                       corrected: dict[tuple[int, int], Corrected] | None = None) -> tuple[float, float]:
     """The whole optimizer step's response tokens and sequences, across micro-batches and ranks
     (tokens a rollout-correction rejection removed do not count)."""
-    trained = [s for s in mb if not (run.algo.overlong_filter and s.finish_reason == "length")]
+    trained = [s for micro in mb for s in micro if not (run.algo.overlong_filter and s.finish_reason == "length")]
     n_tok = sum(s.model_tokens for s in trained)
     n_seq = sum(1 for s in trained if s.model_tokens)
     if corrected:
-        size = run.sizes.micro_batch_size
         masks = []
-        for ui in range(0, len(mb), size):
+        for ui, micro in enumerate(mb):
             m = corrected[(mi, ui)].mask  # (B, R)
             if run.algo.overlong_filter:
-                keep = torch.tensor([s.finish_reason != "length" for s in mb[ui : ui + size]], dtype=m.dtype,
+                keep = torch.tensor([s.finish_reason != "length" for s in micro], dtype=m.dtype,
                                     device=m.device)  # (B,)
                 m = m * keep[:, None]
             masks.append(m)
@@ -310,10 +319,8 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
         with run.prefix.replay(frozen_h[key]):
             lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast,
                                      behaviour=run.behaviour)  # (B, R)
-    elif not cfg.gradient_checkpointing:  # each distinct prompt once, with grad
-        lp, ent, _ = shared_prompt_logprobs(run.model, micro, run.tok.pad_token_id, device, autocast=run.autocast,
-                                            behaviour=run.behaviour,
-                                            grad=True, with_entropy=True)
+    elif not cfg.gradient_checkpointing or run.sizes.packing != "none":  # each distinct prompt once, with grad
+        lp, ent, _ = run.logprobs(run.model, micro, grad=True, with_entropy=True)
     else:
         lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast,
                                  behaviour=run.behaviour)  # (B, R)
