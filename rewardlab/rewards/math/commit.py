@@ -199,8 +199,8 @@ def _same(a: str, b: str) -> bool:
     return bool(d.equal)
 
 
-def _box_statements(text: str, policy, marker_starts: list[int]) -> list[tuple[int, str, bool]]:
-    """Box groups that state a final answer: introduced by an answer phrase, or after every phrase/``####``."""
+def _box_statements(text: str) -> list[tuple[int, str, bool]]:
+    """Every box group states an answer (a box is the prompt's "final answer" format)."""
     x = _x()
     boxes = [b for b in find_boxes(text) if " ".join(b[2].split()).lower() not in x._PLACEHOLDERS]
     if not boxes:
@@ -208,7 +208,6 @@ def _box_statements(text: str, policy, marker_starts: list[int]) -> list[tuple[i
     out: list[tuple[int, str, bool]] = []
     groups = box_groups(text, boxes)
     i = 0
-    last_marker = max(marker_starts, default=-1)
     for g in groups:
         start = boxes[i][0]
         i += len(g)
@@ -220,8 +219,7 @@ def _box_statements(text: str, policy, marker_starts: list[int]) -> list[tuple[i
         for m in x._PHRASE.finditer(head):
             phrase = m
         introduced = phrase is not None and _OPENERS.fullmatch(head[phrase.end():]) is not None
-        if introduced or start >= last_marker:
-            out.append((start, value, bool(introduced and _FINAL.search(phrase.group(0)))))
+        out.append((start, value, bool(introduced and _FINAL.search(phrase.group(0)))))
     return out
 
 
@@ -231,11 +229,16 @@ def statements(text: str, policy) -> list[tuple[int, str, bool]]:
     lenient = type(policy)(refuse_ambiguous=False, max_distinct_boxes=0, commitment=False)
     phrases = list(x._PHRASE.finditer(text)) if policy.use_phrase else []
     hashes = [m.start() for m in re.finditer("####", text)] if policy.use_hash else []
-    out = _box_statements(text, policy, [p.start() for p in phrases] + hashes) if policy.use_boxed else []
+    out = _box_statements(text) if policy.use_boxed else []
     for p in phrases:
         region = x._sentence(text[p.end():]).strip().strip("*").strip()
         if not region or re.match(r"\$?\s*+\\(?:boxed|fbox)", region):
             continue  # the box is the statement
+        window = text[_sentence_start(text, p.start()):p.end()] + region
+        nums = set(x._numbers(window))
+        if len(nums) >= 2 and len(_CONDITION.findall(window)) >= 2:  # "if included it is 8; if not, 7"
+            out.extend((p.start(), n, False) for n in sorted(nums))
+            continue
         ex = x._from_region(region, lenient, "phrase")
         if ex.answer is not None and re.search(r"\d", ex.answer) and (
                 x.is_bare_answer(region) or re.match(r"[-$\d\\(]", region)):
@@ -290,6 +293,13 @@ _END = re.compile(r"[.!?](?=\s|$)|\n")
 _BOUNDARY = re.compile(r"[.!?](?=\s)|\n")
 
 
+def _sentence_start(text: str, at: int) -> int:
+    start = 0
+    for m in _BOUNDARY.finditer(text, max(0, at - 600), at):
+        start = m.end()
+    return start
+
+
 def _sentence_end(text: str, at: int) -> int:
     m = _END.search(text, at)
     return m.end() if m else len(text)
@@ -313,14 +323,27 @@ def _position_problem(text: str, ex) -> str | None:
     end = _sentence_end(text, e)
     if text[end - 1:end] == "?":
         return "question"
-    start = 0
-    for m in _BOUNDARY.finditer(text, max(0, s - 600), s):
-        start = m.end()
+    start = _sentence_start(text, s)
     window = text[start:end]
     nums = {x for x in _x()._numbers(window)}
     if len(nums) >= 2 and len(_CONDITION.findall(window)) >= 2:
         return "hedge"  # "If inclusive the answer is 8, if exclusive 7."
-    return _trailing_alternative(text[end:], ex.answer)
+    return _trailing_alternative(text[end:], ex.answer) or _denied_later(text[end:], ex.answer)
+
+
+def _denied_later(after: str, answer: str) -> str | None:
+    """The same value denied after it is stated ("The answer is 61. That can't be 61."): negated."""
+    answer = answer.strip().strip("$").strip()
+    if not answer:
+        return None
+    k = after.find(answer)
+    while 0 <= k < 4000:
+        head = after[max(0, k - 80):k]
+        opener = _OPENERS.search(head)
+        if _NEG_BEFORE.search(head[:opener.start()] if opener else head):
+            return "negated"
+        k = after.find(answer, k + 1)
+    return None
 
 
 def _trailing_alternative(after: str, answer: str) -> str | None:
