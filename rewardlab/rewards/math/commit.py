@@ -57,9 +57,9 @@ _MIXED = re.compile(r"(?<![\d.,/^])(\d{1,6}) (\d{1,6})/(\d{1,6})(?![\d/]|\.\d)")
 
 
 def _mixed(m: re.Match) -> str:
-    """"2 1/2" (a whole number, one space, a proper fraction) is the mixed number 5/2."""
+    """"2 1/2" (a whole number, one space, a proper fraction) is the mixed number 5/2: written so."""
     a, b = parse_int(m.group(2)), parse_int(m.group(3))
-    return f"{m.group(1)}\\frac{{{a}}}{{{b}}}" if 0 < a < b else m.group(0)
+    return f"{parse_int(m.group(1)) * b + a}/{b}" if 0 < a < b else m.group(0)
 
 
 def _unit_power(m: re.Match) -> str:
@@ -88,10 +88,10 @@ def normalize_surface(text: str) -> str:
         text = _SIGNED_CURRENCY.sub("-", text)
     if any(c in text for c in "√∛∜"):
         text = _ROOT.sub(_root, text)
-    if "/" in text:
-        text = _MIXED.sub(_mixed, text)
     if _VULGAR_RE.search(text):
         text = _VULGAR_RE.sub(lambda m: (m.group(1) + " " if m.group(1) else "") + _VULGAR[m.group(2)], text)
+    if "/" in text:
+        text = _MIXED.sub(_mixed, text)
     return text
 
 
@@ -165,7 +165,7 @@ _CORRECTION = re.compile(
     r"|(?:^|(?<=[.!?:;])\s*+|\n\s*+)no\s*+[,.!:]",
     re.IGNORECASE)
 _WEAK = re.compile(r"actually", re.IGNORECASE)
-_RETRACTION = re.compile(r"\b(?:mistakes?|wrong|incorrect|errors?|double[-\s]?counts?|over-?counts?|under-?counts?"
+_RETRACTION = re.compile(r"\b(?:mistakes?|wrong|incorrect|errors?|double[-\s]?count\w*|over-?count\w*|under-?count\w*"
                          r"|miscount\w*|not\s++(?:right|correct)|doesn't\s++work|is\s++off)\b", re.IGNORECASE)
 _NEG_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bcannot|\bno\s++longer)(?:\s++(?:be|equal(?:\s++to)?|exactly))?\s*+$",
                          re.IGNORECASE)
@@ -391,7 +391,7 @@ def committed(text: str, policy, core: Core):
     for m in _CORRECTION.finditer(text):
         marker = m
     if marker is not None:
-        head, tail = text[:marker.start()], text[marker.end():]
+        head, tail = text[:marker.start()], text[marker.end():].lstrip(" :,.!")
         if re.search(r"\d", head) and core(head, policy).answer is not None:
             out = _judge(tail, policy, core)
             strong = not _WEAK.fullmatch(marker.group(0).strip())
