@@ -164,6 +164,7 @@ _CORRECTION = re.compile(
     r"|let\s++me\s++(?:re-?check|recompute|redo|recalculate|reconsider|correct\s++(?:that|this|myself)))\b"
     r"|(?:^|(?<=[.!?:;])\s*+|\n\s*+)no\s*+[,.!:]",
     re.IGNORECASE)
+_IT_IS = re.compile(r"^(?:it|that|this)\s++(?:is|was|'s|should\s++be|must\s++be)\s++(?=[-$\\\d])", re.IGNORECASE)
 _WEAK = re.compile(r"actually", re.IGNORECASE)
 _RETRACTION = re.compile(r"\b(?:mistakes?|wrong|incorrect|errors?|double[-\s]?count\w*|over-?count\w*|under-?count\w*"
                          r"|miscount\w*|not\s++(?:right|correct)|doesn't\s++work|is\s++off)\b", re.IGNORECASE)
@@ -199,6 +200,15 @@ def _same(a: str, b: str) -> bool:
     return bool(d.equal)
 
 
+def _denied_before(head: str) -> str | None:
+    """``negated`` / ``bound`` when ``head`` (the text just before a value) denies or bounds it."""
+    opener = _OPENERS.search(head)
+    head = head[:opener.start()] if opener else head
+    if _NEG_BEFORE.search(head):
+        return "negated"
+    return "bound" if _BOUND_BEFORE.search(head) else None
+
+
 def _box_statements(text: str) -> list[tuple[int, str, bool]]:
     """Every box group states an answer (a box is the prompt's "final answer" format)."""
     x = _x()
@@ -215,6 +225,8 @@ def _box_statements(text: str) -> list[tuple[int, str, bool]]:
         if not value:
             continue
         head = text[max(0, start - 80):start]
+        if _denied_before(head):
+            continue  # "The answer is not $\\boxed{12}$" states nothing
         phrase = None
         for m in x._PHRASE.finditer(head):
             phrase = m
@@ -240,6 +252,12 @@ def statements(text: str, policy) -> list[tuple[int, str, bool]]:
             out.extend((p.start(), n, False) for n in sorted(nums))
             continue
         ex = x._from_region(region, lenient, "phrase")
+        if _BOUND_START.match(region):
+            continue  # "at least 12" states no answer
+        strict = x._from_region(region, policy, "phrase")
+        if strict.problem == "ambiguous" or (ex.answer is not None and _or_values(ex.answer)):
+            out.extend((p.start(), n, False) for n in sorted(set(x._numbers(region))))
+            continue
         if ex.answer is not None and re.search(r"\d", ex.answer) and (
                 x.is_bare_answer(region) or re.match(r"[-$\d\\(]", region)):
             out.append((p.start(), ex.answer, bool(_FINAL.search(p.group(0)))))
@@ -283,9 +301,14 @@ def _answer_span(text: str, ex) -> tuple[int, int] | None:
     """Where the extracted answer stands in ``text`` (its last occurrence; the last box group's box)."""
     if ex.method == "boxed":
         boxes = find_boxes(text)
-        if boxes:
-            return boxes[-1][0], boxes[-1][1]
-    k = text.rfind(ex.answer)
+        same = [b for b in boxes if b[2].strip() == ex.answer.strip()] or boxes[-1:]
+        if same:
+            return same[-1][0], same[-1][1]
+    k = -1
+    if ex.method in ("phrase", "hash"):  # the value right after its marker, not a later mention
+        marks = [m.start() for m in _x()._PHRASE.finditer(text)] if ex.method == "phrase" else [text.rfind("####")]
+        k = text.find(ex.answer, max(marks, default=0))
+    k = k if k >= 0 else text.rfind(ex.answer)
     return (k, k + len(ex.answer)) if k >= 0 else None
 
 
@@ -313,13 +336,9 @@ def _position_problem(text: str, ex) -> str | None:
     if span is None:
         return None
     s, e = span
-    head = text[max(0, s - 80):s]
-    opener = _OPENERS.search(head)
-    head = head[:opener.start()] if opener else head
-    if _NEG_BEFORE.search(head):
-        return "negated"
-    if _BOUND_BEFORE.search(head):
-        return "bound"
+    denied = _denied_before(text[max(0, s - 80):s])
+    if denied:
+        return denied
     end = _sentence_end(text, e)
     if text[end - 1:end] == "?":
         return "question"
@@ -338,9 +357,7 @@ def _denied_later(after: str, answer: str) -> str | None:
         return None
     k = after.find(answer)
     while 0 <= k < 4000:
-        head = after[max(0, k - 80):k]
-        opener = _OPENERS.search(head)
-        if _NEG_BEFORE.search(head[:opener.start()] if opener else head):
+        if _denied_before(after[max(0, k - 80):k]) == "negated":
             return "negated"
         k = after.find(answer, k + 1)
     return None
@@ -368,7 +385,7 @@ def truncated(text: str, answer: str | None) -> bool:
 
 def _judge(text: str, policy, core: Core):
     """One text without corrections: the core extraction, then the commitment checks."""
-    ex = core(text, policy)
+    ex = _undenied(text, policy, core)
     if ex.answer is None:
         return ex
     if _hedged(text, policy) or _or_values(ex.answer):
@@ -377,6 +394,42 @@ def _judge(text: str, policy, core: Core):
     if problem is not None:
         return type(ex)(None, ex.method, problem, n_boxes=ex.n_boxes)
     return ex
+
+
+def _denied_at(text: str, ex) -> int | None:
+    """Where the statement ``ex`` was read from starts, when it denies or bounds its value; else None."""
+    x = _x()
+    if ex.method == "phrase" and (ex.answer is None and ex.problem == "negated"
+                                  or ex.answer is not None and _BOUND_START.match(ex.answer)):
+        last = None
+        for last in x._PHRASE.finditer(text):
+            pass
+        return last.start() if last is not None else None
+    if ex.method == "boxed" and ex.answer is not None:
+        boxes = find_boxes(text)
+        if boxes and _denied_before(text[max(0, boxes[-1][0] - 80):boxes[-1][0]]):
+            return boxes[-1][0]
+    return None
+
+
+def _undenied(text: str, policy, core: Core):
+    """The core extraction; when the statement it read denies its value ("The answer is 58. The answer is at
+    least 13.2."), the answer stated before that sentence (at most 3 steps back)."""
+    ex = core(text, policy)
+    cut_text = text
+    for _ in range(4):
+        at = _denied_at(cut_text, ex)
+        if at is None:
+            return ex
+        cut_text = cut_text[:at]
+        earlier = core(cut_text, policy) if cut_text.strip() else None
+        if earlier is None or earlier.answer is None:
+            break
+        ex = earlier
+    if ex.answer is None:
+        return ex
+    problem = "bound" if _BOUND_START.match(ex.answer) else "negated"
+    return type(ex)(None, ex.method, problem, n_boxes=ex.n_boxes)
 
 
 _REFUSED = ("hedge", "negated", "bound", "question", "ambiguous", "box_spam", "number_spam")
@@ -392,7 +445,9 @@ def committed(text: str, policy, core: Core):
         marker = m
     if marker is not None:
         head, tail = text[:marker.start()], text[marker.end():].lstrip(" :,.!")
-        if re.search(r"\d", head) and core(head, policy).answer is not None:
+        tail = _IT_IS.sub("", tail, count=1)  # "it is 7." states 7
+        before = core(head, policy) if re.search(r"\d", head) else None
+        if before is not None and (before.answer is not None or before.problem != "no_answer"):
             out = _judge(tail, policy, core)
             strong = not _WEAK.fullmatch(marker.group(0).strip())
             retracts = _RETRACTION.search(tail[:300]) is not None
