@@ -178,6 +178,8 @@ _OPENERS = re.compile(r"(?:\s|\$|\*|\\\(|\\\[|\\boxed\s*+\{|\\fbox\s*+\{|\{|\(|=
 _CONDITION = re.compile(r"\b(?:if|when|unless|otherwise|else)\b", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r"\b(?:or|alternatively|otherwise|could|might|would|if)\b", re.IGNORECASE)
 _FINAL = re.compile(r"final", re.IGNORECASE)
+MAX_STATEMENTS = 50
+"""Answer phrases (and ``####`` lines) read as statements: the last this many."""
 _ANSWER_METHODS = ("boxed", "hash", "phrase", "result")
 Core = Callable[[str, object], object]
 
@@ -239,8 +241,9 @@ def statements(text: str, policy) -> list[tuple[int, str, bool]]:
     """Every final-answer statement of ``text``: (position, value, says "final")."""
     x = _x()
     lenient = type(policy)(refuse_ambiguous=False, max_distinct_boxes=0, commitment=False)
-    phrases = list(x._PHRASE.finditer(text)) if policy.use_phrase else []
-    hashes = [m.start() for m in re.finditer("####", text)] if policy.use_hash else []
+    # the last MAX_STATEMENTS of each kind: bounded work on a completion of 10,000 answer phrases
+    phrases = list(x._PHRASE.finditer(text))[-MAX_STATEMENTS:] if policy.use_phrase else []
+    hashes = [m.start() for m in re.finditer("####", text)][-MAX_STATEMENTS:] if policy.use_hash else []
     out = _box_statements(text) if policy.use_boxed else []
     for p in phrases:
         region = x._sentence(text[p.end():]).strip().strip("*").strip()
@@ -383,9 +386,10 @@ def truncated(text: str, answer: str | None) -> bool:
     return bool(tail) and tail[-1].isdigit() and tail.endswith(answer.strip().rstrip("$").strip())
 
 
-def _judge(text: str, policy, core: Core):
-    """One text without corrections: the core extraction, then the commitment checks."""
-    ex = _undenied(text, policy, core)
+def _judge(text: str, policy, core: Core, first=None):
+    """One text without corrections: the core extraction (``first`` when already made), then the commitment
+    checks."""
+    ex = _undenied(text, policy, core, first)
     if ex.answer is None:
         return ex
     if _hedged(text, policy) or _or_values(ex.answer):
@@ -412,10 +416,10 @@ def _denied_at(text: str, ex) -> int | None:
     return None
 
 
-def _undenied(text: str, policy, core: Core):
+def _undenied(text: str, policy, core: Core, first=None):
     """The core extraction; when the statement it read denies its value ("The answer is 58. The answer is at
     least 13.2."), the answer stated before that sentence (at most 3 steps back)."""
-    ex = core(text, policy)
+    ex = first if first is not None else core(text, policy)
     cut_text = text
     for _ in range(4):
         at = _denied_at(cut_text, ex)
@@ -458,4 +462,4 @@ def committed(text: str, policy, core: Core):
                 return out
             if out.answer is None and retracts:
                 return type(out)(None, "none", "withdrawn")
-    return _judge(text, policy, core)
+    return _judge(text, policy, core, whole)
