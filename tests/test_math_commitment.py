@@ -2,9 +2,9 @@
 
 Each row is (completion, gold, expected score, class, comment[, meta]). Classes: the commitment rule
 (``withdrawn``, ``hedge``, ``negated``, ``question``, ``truncated``, ``unit_power``, ``kind``) and the missed
-right answers (``number_words``, ``unicode``, ``clock_ratio``, ``mixed``, ``tags``, ``currency``). Positives and
-negatives per class; the rows marked ``# new`` failed on the code before issue 40 (checked by running this
-file against it), the others guard what already worked.
+right answers (``number_words``, ``unicode``, ``clock_ratio``, ``mixed``, ``tags``, ``aside``, ``currency``).
+Positives and negatives per class; the rows marked ``# new`` failed on the code before issue 40 (checked by
+running this file against it), the others guard what already worked.
 """
 
 from __future__ import annotations
@@ -36,6 +36,14 @@ ROWS = [
     ("The answer is 8. Alternatively, it could be 9.", "8", 0.0, "hedge", "a trailing alternative"),  # new
     ("#### 72\n#### 73", "73", 0.0, "hedge", "two #### lines, two values"),  # new
     ("The answer is 8 or 9.", "9", 0.0, "hedge", "'8 or 9'"),
+    ("$\\boxed{12}$\n\nNote: this assumes order does not matter; otherwise it would be 24.", "12", 0.0, "hedge",
+     "'otherwise it would be' offers another value"),  # new
+    ("First, $a = \\boxed{3}$. Then $b = \\boxed{4}$. So $a + b = \\boxed{7}$.", "7", 0.0, "hedge",
+     "conservative: boxes of different values and no correction (intermediate results or a hedge?)"),  # new
+    ("Answer: 6 apples. If she had 2 more, she would have 8.", "6", 1.0, "hedge",
+     "a remark about another quantity offers no other answer"),
+    ("Thus there are $\\boxed{12}$ ways. Note that if order mattered there would be 24 ways.", "12", 1.0, "hedge",
+     "a contrast with another setting offers no other answer"),
     ("$\\boxed{8}$. Checking: 3 + 5 = 8, so the answer is $\\boxed{8}$.", "8", 1.0, "hedge", "same value repeated"),
     ("$\\boxed{2}$ and $\\boxed{3}$", "2, 3", 1.0, "hedge", "boxes joined by 'and' are one list answer"),
     ("The intermediate sum is 5. The answer is 8.", "8", 1.0, "hedge", "an intermediate number is no answer"),
@@ -102,6 +110,10 @@ ROWS = [
     ("The area is 9 m<sup>2</sup>.", "9", 1.0, "tags", "a superscript unit power"),  # new
     ("The answer is <b>13</b>.", "12", 0.0, "tags", "a wrong tagged answer"),
     ("The answer is **12**.", "13", 0.0, "tags", "a wrong bold answer"),
+    # --- FN: a reason in parentheses after the answer
+    ("The answer is 6 (since 2 * 3 = 6).", "6", 1.0, "aside", "a parenthetical reason"),  # new
+    ("The answer is 6 (because 2 * 3 = 6).", "7", 0.0, "aside", "still the stated value"),
+    ("The answer is 12 (or 13 if you count the endpoints).", "12", 0.0, "aside", "a parenthetical alternative"),
     # --- FN: signed currency
     ("He lost -$5 overall.", "-5", 1.0, "currency", "minus before the dollar sign"),  # new
     ("The change is -$5.", "5", 0.0, "currency", "the sign is kept"),  # new

@@ -176,7 +176,12 @@ _BOUND_BEFORE = re.compile(_BOUND + r"\s*+$", re.IGNORECASE)
 _BOUND_START = re.compile(_BOUND + r"\s", re.IGNORECASE)
 _OPENERS = re.compile(r"(?:\s|\$|\*|\\\(|\\\[|\\boxed\s*+\{|\\fbox\s*+\{|\{|\(|=|:)*$")
 _CONDITION = re.compile(r"\b(?:if|when|unless|otherwise|else)\b", re.IGNORECASE)
-_ALTERNATIVE = re.compile(r"\b(?:or|alternatively|otherwise|could|might|would|if)\b", re.IGNORECASE)
+# a later sentence that offers another value for the answer: "Alternatively, it could be 9", "otherwise it would be
+# 24", "[^1]: If you count the endpoints, it is 9"; not a remark about another quantity ("If she had 2 more, she
+# would have 8", "if order mattered there would be 24 ways")
+_ALTERNATIVE = re.compile(r"\b(?:alternatively|otherwise|or\s++(?:maybe|perhaps|possibly)|(?:could|might)\s++also\s++be"
+                          r"|(?:it|this|that|the\s++answer)\s++(?:would|could|might|may)\s++(?:also\s++)?be"
+                          r"|(?:it|the\s++answer)\s++is|it's)\b", re.IGNORECASE)
 _FINAL = re.compile(r"final", re.IGNORECASE)
 MAX_STATEMENTS = 50
 """Answer phrases (and ``####`` lines) read as statements: the last this many."""

@@ -199,7 +199,7 @@ def _numbers(s: str) -> list[str]:
 
 _LEADING_VALUE = re.compile(
     r"(" + _RESULT_NUM + r"|\$[^$]{1,200}\$)\s*+(?:[,;]\s*+(?=[A-Za-z])|\s(?=(?:because|since|as|which|so|and\s+that)"
-    r"\b))")
+    r"\b)|(?<=\s)(?=\((?:since|because|as|from|by|using|which|i\.e\.|e\.g\.)\b))")  # "6 (since 2 * 3 = 6)"
 
 
 def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extraction:
