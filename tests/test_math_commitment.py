@@ -28,6 +28,7 @@ ROWS = [
     ("The answer is 6. Actually, this is easy to check: 2 * 3 = 6.", "6", 1.0, "withdrawn",
      "'actually' that confirms the same value"),
     ("The answer is 6. Wait, let me double-check: 2 * 3 = 6. Yes.", "6", 1.0, "withdrawn", "a check is no withdrawal"),
+    ("The answer is 12. They wait 3 minutes each time.", "12", 1.0, "withdrawn", "'wait' as a verb corrects nothing"),
     # --- hedges: two or more different final answers and no correction
     ("We get $\\boxed{8}$. Then again it might be $\\boxed{9}$.", "9", 0.0, "hedge", "two boxes, two values"),  # new
     ("If inclusive the answer is 8, if exclusive 7.", "8", 0.0, "hedge", "conditional answers"),  # new

@@ -4,13 +4,13 @@
 answer it commits to. Every extraction stage (boxes, ``####``, answer phrases, the marker-less fallback)
 goes through :func:`committed`:
 
-* a correction ("wait", "actually", "no,", "correction", "I made a mistake", "on second thought", ...)
-  after an answer commits to the corrected value; an answer withdrawn with no new value stated
-  ("Answer: 8. Wait, that double counts.") is ``withdrawn``, not paid;
+* a correction ("Wait,", "actually", "no,", "correction", "I made a mistake", "on second thought", ...)
+  after an answer commits to the corrected value ("wait" as a verb, "they wait 3 minutes", is none); an
+  answer withdrawn with no new value stated ("Answer: 8. Wait, that double counts.") is ``withdrawn``;
 * two or more different final answers without a correction (two boxes with different values, "8 or 9",
   "if inclusive 8, if exclusive 7", a footnote that offers another value) are a ``hedge``; the same value
-  repeated is one answer; a box followed by a later answer phrase is an intermediate result (it is not
-  a final answer), and an explicit "final answer" outranks earlier plain ones;
+  repeated is one answer; every box group is a final-answer statement (a box is the prompt's format for
+  one), and an explicit "final answer" outranks earlier plain ones;
 * a negated answer ("That can't be 12.", "The answer is not $\\boxed{12}$.") is ``negated``; a bound
   ("at least 12", "more than 12") is ``bound``; a question ("Is it 14, maybe?") is ``question``;
 * a completion cut by its token budget (``finish_reason="length"`` or ``truncated=True`` in the call's
@@ -159,7 +159,8 @@ def number_words_conclusion(text: str):
 # ---------------------------------------------------------------------------- the commitment rule
 
 _CORRECTION = re.compile(
-    r"\b(?:wait|actually|correction|oops|scratch\s++that|on\s++second\s++thought|no\s++wait"
+    r"\b(?:wait(?=\s*+[,.!:;\u2014-]|\s++(?:a\s++(?:moment|minute|second|sec)|no|actually|let)\b)"
+    r"|actually|correction|oops|scratch\s++that|on\s++second\s++thought|no\s++wait"
     r"|I\s++(?:made|have\s++made|'ve\s++made)\s++(?:a\s++)?(?:mistake|an?\s++error)|I\s++was\s++wrong"
     r"|let\s++me\s++(?:re-?check|recompute|redo|recalculate|reconsider|correct\s++(?:that|this|myself)))\b"
     r"|(?:^|(?<=[.!?:;])\s*+|\n\s*+)no\s*+[,.!:]",
@@ -423,7 +424,7 @@ def _denied_at(text: str, ex) -> int | None:
 
 def _undenied(text: str, policy, core: Core, first=None):
     """The core extraction; when the statement it read denies its value ("The answer is 58. The answer is at
-    least 13.2."), the answer stated before that sentence (at most 3 steps back)."""
+    least 13.2."), the answer stated before that statement (a few steps back at most)."""
     ex = first if first is not None else core(text, policy)
     cut_text = text
     for _ in range(4):

@@ -12,6 +12,9 @@ input (1 MB strings, binary junk, unbalanced braces). The policy is explicit and
 5. else (``fallback="last"``) the text itself when it is a bare answer, or its last number or
    math segment.
 
+Over every stage, the commitment rule (:mod:`.commit`, ``ExtractionPolicy.commitment``, on by default)
+pays only an answer the completion commits to: corrections, hedges, negations, bounds, questions.
+
 Reward-hacking guards (on by default): more than ``max_distinct_boxes`` different boxed answers
 ("box_spam"), an answer phrase or final sentence that offers several numbers with "or" / "between"
 / "either" ("ambiguous"), and an answer that hides among many bare numbers ("number_spam") are
