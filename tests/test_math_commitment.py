@@ -65,7 +65,10 @@ ROWS = [
     # --- truncation (the call's meta says the completion hit its token budget)
     ("So 9 * 9 = 8", "8", 0.0, "truncated", "cut mid-number ('= 8' of '= 81')", CUT),  # new
     ("So the answer is 81.", "81", 1.0, "truncated", "a terminated answer is paid when cut later", CUT),
-    ("So 9 * 9 = 81", "81", 1.0, "truncated", "without the meta the number stands"),
+    ("So 9 * 9 = 81", "81", 1.0, "truncated", "a true result at the end stands"),
+    ("So 9 * 9 = 8", "8", 0.0, "truncated", "without the meta: a false result, a prefix of the true one"),  # new
+    ("The total is 25 + 30 = 5", "5", 0.0, "truncated", "'= 5' of '= 55'"),  # new
+    ("So the total is 12 + 30 = 42", "42", 1.0, "truncated", "a true result ending the text"),
     # --- units: the exponent is never the answer
     ("The area is 9 m^2.", "9", 1.0, "unit_power", "9 square metres"),  # new
     ("The area is 9 m^2.", "2", 0.0, "unit_power", "not 2"),  # new

@@ -14,7 +14,9 @@ goes through :func:`committed`:
 * a negated answer ("That can't be 12.", "The answer is not $\\boxed{12}$.") is ``negated``; a bound
   ("at least 12", "more than 12") is ``bound``; a question ("Is it 14, maybe?") is ``question``;
 * a completion cut by its token budget (``finish_reason="length"`` or ``truncated=True`` in the call's
-  meta) whose answer is the number it ends on is ``truncated``: the number may be cut ("= 8" of "= 81").
+  meta) whose answer is the number it ends on is ``truncated``: the number may be cut ("= 8" of "= 81");
+  without the meta, a completion that ends unpunctuated on a false result whose true value starts with
+  the stated digits ("So 9 * 9 = 8") is ``truncated`` too.
 
 Where careful graders could disagree (several boxes with no correction: intermediate results or a
 hedge?), the conservative reading is taken: not paid, with the reason in ``info``.
@@ -384,6 +386,37 @@ def _trailing_alternative(after: str, answer: str) -> str | None:
     return None
 
 
+_WORD_OPS = (("divided by", "/"), ("plus", "+"), ("minus", "-"), ("times", "*"), ("×", "*"), ("·", "*"), (" x ", " * "))
+
+
+def cut_result(text: str) -> bool:
+    """A completion that ends, unpunctuated, on a false result whose value starts with the stated digits
+    ("So 9 * 9 = 8" of "= 81"): cut mid-number by its budget, whatever the meta says."""
+    from rewardlab.rewards.math.values import parse_scalar
+
+    tail = text.rstrip()
+    if not tail or not tail[-1].isdigit():
+        return False
+    last = None
+    for last in _x()._RESULT.finditer(tail[-300:]):
+        pass
+    if last is None or last.group("rhs") is None or last.end() != len(tail[-300:]):
+        return False
+    lhs = last.group(0)[:last.start("rhs") - last.start()]
+    lhs = re.sub(r"\s*+,?\s*+(?:=|equals?|is\s++equal\s++to|is|makes|gives|(?:for\s++)?a\s++total\s++of)\s*+$", "", lhs)
+    for word, op in _WORD_OPS:
+        lhs = lhs.replace(word, op)
+    try:
+        value = parse_scalar(lhs).value
+        exact = value.value() if value.is_const() else None
+    except Exception:  # noqa: BLE001 - not evaluable here: no claim
+        return False
+    if exact is None or exact.denominator != 1 or exact < 0:
+        return False
+    rhs = last.group("rhs").replace(",", "")
+    return str(exact) != rhs and str(exact).startswith(rhs)
+
+
 def truncated(text: str, answer: str | None) -> bool:
     """A completion cut by its budget whose answer is the number it ends on (it may be cut mid-number)."""
     if not answer or not isinstance(text, str):
@@ -400,7 +433,7 @@ def _judge(text: str, policy, core: Core, first=None):
         return ex
     if _hedged(text, policy) or _or_values(ex.answer):
         return type(ex)(None, ex.method, "hedge", n_boxes=ex.n_boxes)
-    problem = _position_problem(text, ex)
+    problem = _position_problem(text, ex) or ("truncated" if ex.method == "result" and cut_result(text) else None)
     if problem is not None:
         return type(ex)(None, ex.method, problem, n_boxes=ex.n_boxes)
     return ex
