@@ -64,12 +64,14 @@ def candidates(rng: random.Random, k: int) -> list[str]:
 #   negate v      v is removed; bound / ask: nothing is stated;
 #   offer vs      several values at once (a list, a conditional, a footnote): all are added.
 # The completion commits to v when the set is {v} at its end; otherwise it commits to nothing (a hedge).
-_STATE = ("The answer is {v}.", "Answer: {v}.", "So the answer is $\\boxed{{{v}}}$.", "The answer is ${v}$.")
+_STATE = ("The answer is {v}.", "Answer: {v}.", "So the answer is $\\boxed{{{v}}}$.", "The answer is ${v}$.",
+          "The answer is **{v}**.", "The answer is <b>{v}</b>.", "#### {v}")
 _CORRECT = ("Wait, that double counts; the answer is {v}.", "Actually, no: the answer is $\\boxed{{{v}}}$.",
             "No, I made a mistake. The answer is {v}.", "Correction: the answer is {v}.")
 _CORRECT_LAST = ("Wait, that double counts; it is {v}.", "No, I made a mistake: it is {v}.")
-_NEGATE = ("It can't be {v}.", "The answer is not {v}.", "The answer is not $\\boxed{{{v}}}$.", "That can't be {v}.")
-_BOUND = ("The answer is at least {v}.", "It is more than {v}.")
+_NEGATE = ("It can't be {v}.", "The answer is not {v}.", "The answer is not $\\boxed{{{v}}}$.", "That can't be {v}.",
+           "It isn't {v}.", "The answer is certainly not {v}.")
+_BOUND = ("The answer is at least {v}.", "It is more than {v}.", "There are no fewer than {v}.")
 _ASK = ("Is it {v}, maybe?", "Could the answer be {v}?")
 
 
@@ -82,6 +84,8 @@ def _offer(rng: random.Random, vs: list[str]) -> str:
         f"The answer is $\\boxed{{{a}}}$.[^1]\n\n[^1]: If you count the other way, it is $\\boxed{{{b}}}$.",
         " ".join(f"We get $\\boxed{{{v}}}$." for v in vs),
         " ".join(f"$\\boxed{{{v}}}$" for v in vs * rng.randint(1, 3)),
+        f"The answer is {a}, or maybe {b}.",
+        f"The answer is $\\boxed{{{a}}}$ (or $\\boxed{{{b}}}$).",
         "\n".join(f"#### {v}" for v in vs),
     ))
 

@@ -2,9 +2,9 @@
 
 Each row is (completion, gold, expected score, class, comment[, meta]). Classes: the commitment rule
 (``withdrawn``, ``hedge``, ``negated``, ``question``, ``truncated``, ``unit_power``, ``kind``) and the missed
-right answers (``number_words``, ``unicode``, ``clock_ratio``, ``mixed``, ``tags``, ``aside``, ``currency``).
-Positives and negatives per class; the rows marked ``# new`` failed on the code before issue 40 (checked by
-running this file against it), the others guard what already worked.
+right answers (``number_words``, ``unicode``, ``clock_ratio``, ``mixed``, ``tags``, ``aside``, ``currency``,
+``latex_prose``). Positives and negatives per class; the rows marked ``# new`` failed on the code before
+issue 40 (checked by running this file against it), the others guard what already worked.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ ROWS = [
     ("The answer is 8. Alternatively, it could be 9.", "8", 0.0, "hedge", "a trailing alternative"),  # new
     ("#### 72\n#### 73", "73", 0.0, "hedge", "two #### lines, two values"),  # new
     ("The answer is 8 or 9.", "9", 0.0, "hedge", "'8 or 9'"),
+    ("The answer is 286, or maybe 313.\n#### 286", "286", 0.0, "hedge", "a #### line does not overrule a hedge"),  # new
+    ("Correction: the answer is 193.\n#### 41.8", "41.8", 0.0, "hedge", "nor a corrected value"),  # new
     ("$\\boxed{12}$\n\nNote: this assumes order does not matter; otherwise it would be 24.", "12", 0.0, "hedge",
      "'otherwise it would be' offers another value"),  # new
     ("First, $a = \\boxed{3}$. Then $b = \\boxed{4}$. So $a + b = \\boxed{7}$.", "7", 0.0, "hedge",
@@ -118,6 +120,11 @@ ROWS = [
     ("The answer is 6 (since 2 * 3 = 6).", "6", 1.0, "aside", "a parenthetical reason"),  # new
     ("The answer is 6 (because 2 * 3 = 6).", "7", 0.0, "aside", "still the stated value"),
     ("The answer is 12 (or 13 if you count the endpoints).", "12", 0.0, "aside", "a parenthetical alternative"),
+    # --- a LaTeX value in prose is one value, never the last number inside it
+    ("So each share is \\frac{1}{8} of the cake.", "\\frac{1}{8}", 1.0, "latex_prose", "a fraction in prose"),  # new
+    ("So each share is \\frac{1}{8} of the cake.", "8", 0.0, "latex_prose", "not its denominator"),  # new
+    ("So the side is 3\\sqrt{2} meters.", "2", 0.0, "latex_prose", "not its radicand"),  # new
+    ("I think \\frac{13}{15} is incorrect.", "\\frac{13}{15}", 0.0, "latex_prose", "still negated"),
     # --- FN: signed currency
     ("He lost -$5 overall.", "-5", 1.0, "currency", "minus before the dollar sign"),  # new
     ("The change is -$5.", "5", 0.0, "currency", "the sign is kept"),  # new

@@ -275,7 +275,7 @@ def statements(text: str, policy) -> list[tuple[int, str, bool]]:
     for k in hashes:
         line = text[k + 4:].lstrip("# \t").split("\n", 1)[0].strip()
         if line:
-            out.append((k, line, True))
+            out.append((k, line, False))  # "####" marks an answer; it does not overrule a different one
     return sorted(out)
 
 

@@ -205,6 +205,10 @@ _LEADING_VALUE = re.compile(
     r"\b)|(?<=\s)(?=\((?:since|because|as|from|by|using|which|i\.e\.|e\.g\.)\b))")  # "6 (since 2 * 3 = 6)"
 
 
+_LATEX_VALUE = re.compile(r"-?\d*+\\(?:[dt]?frac\s*+\{[^{}]{1,40}\}\s*+\{[^{}]{1,40}\}"
+                          r"|sqrt\s*+(?:\[\d+\])?\{[^{}]{1,40}\})")
+
+
 def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extraction:
     """Pick the answer inside a region that follows a marker (or a whole marker-less text)."""
     sent = region.strip()
@@ -236,6 +240,11 @@ def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extracti
             return Extraction(None, method, "negated")
         inner = next(g for g in last_math.groups() if g is not None)
         return Extraction(inner.strip(), "last_math" if method == "fallback" else method)
+    for m in _LATEX_VALUE.finditer(sent):
+        if last_num is not None and m.start() < last_num.start() < m.end():  # "it is \frac{1}{8}" is not 8
+            if _NEGATED_AFTER.match(sent, m.end()):
+                return Extraction(None, method, "negated")
+            return Extraction(m.group(0), "last_math" if method == "fallback" else method)
     if last_num is not None:
         if _NEGATED_AFTER.match(sent, last_num.end()):
             return Extraction(None, method, "negated")
