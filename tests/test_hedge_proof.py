@@ -6,7 +6,8 @@ spam, boxes in footnotes, conditional answers) and knows which candidate each co
 completion is scored against every candidate as the gold. Hedge-proof: no completion is paid for a gold it
 does not commit to; so a hedge earns 0, nothing earns more than committing to one random candidate (1/k),
 and hedging strictly loses. With the commitment rule off (``ExtractionPolicy(commitment=False)``), the same
-grammar finds hundreds of completions paid for an answer they do not commit to (hedges earn about 0.2).
+grammar finds hundreds of completions paid for an answer they do not commit to (hedges earn about 0.2;
+``bench/hedge_proof.py --no-commitment``).
 """
 
 from __future__ import annotations
