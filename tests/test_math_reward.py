@@ -382,14 +382,14 @@ def test_refusals_have_reasons() -> None:
     assert r.score == 0.0 and r.info["status"] == "box_spam" and "detail" in r.info
     r = math_reward("The answer is 4 or maybe 5 depending on rounding.", "5")
     assert r.score == 0.0 and r.info["status"] == "ambiguous"
-    r = math_reward("The answer is 4 or 5.", "5")  # a bare list: graded, and a list is not one value
-    assert r.score == 0.0 and r.info["rule"] == "fast_list"
+    r = math_reward("The answer is 4 or 5.", "5")  # issue 40: two values offered as alternatives are a hedge
+    assert r.score == 0.0 and r.info["status"] == "hedge" and r.info["commitment"] == "hedge"
     r = math_reward("Let me think about this problem.", "5")
     assert r.score == 0.0 and r.info["status"] == "no_answer"
 
 
 def test_policy_is_configurable() -> None:
-    lenient = MathReward(ExtractionPolicy(max_distinct_boxes=0))
+    lenient = MathReward(ExtractionPolicy(max_distinct_boxes=0, commitment=False))  # issue 40: else a hedge
     text = "\\boxed{1} so \\boxed{2} then \\boxed{3} but \\boxed{4}"
     assert lenient(text, "4").score == 1.0
     assert math_reward(text, "4").score == 0.0

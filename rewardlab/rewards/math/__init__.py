@@ -41,15 +41,30 @@ CLI: ``rewardlab reward math --completion "... \\boxed{3/4}" --gold "\\frac{3}{4
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from typing import Any
 
 from rewardlab.rewards import pool as _pool
 from rewardlab.rewards.base import RewardResult, register
 from rewardlab.rewards.math.equiv import fast_compare
+from rewardlab.rewards.math.commit import truncated
 from rewardlab.rewards.math.extract import Extraction, ExtractionPolicy, extract_answer, extract_gold, find_boxes
 
-_REFUSALS = {"box_spam", "ambiguous", "number_spam"}
+_REFUSALS = {"box_spam", "ambiguous", "number_spam", "hedge", "withdrawn", "negated", "bound", "question",
+             "truncated"}
+_DETAILS = {
+    "box_spam": "more than {boxes} different boxed answers",
+    "ambiguous": "the answer offers several candidates",
+    "number_spam": "the answer hides among many numbers",
+    "hedge": "two or more different final answers and no correction: the completion commits to none",
+    "withdrawn": "the answer is taken back and no corrected value is stated",
+    "negated": "the text denies this value ('not', 'can't be')",
+    "bound": "a bound ('at least', 'more than') is not an answer",
+    "question": "the value is asked, not stated",
+    "truncated": "the completion was cut by its token budget right after this number (it may be cut mid-number)",
+}
+_MATRIX = re.compile(r"\\begin\s*+\{([pbBv]?matrix|Vmatrix)\}")
 _INFO_CHARS = 300
 FAST_MAX_CHARS = 400
 """Longest extracted answer (or gold) compared on the caller's thread; longer ones go to a worker."""
@@ -112,6 +127,8 @@ class MathReward:
         }
         if pred.n_boxes:
             info["n_boxes"] = pred.n_boxes
+        if pred.corrected:
+            info["commitment"] = "corrected"
         return pred, gold, info
 
     def _result(self, equal: bool, info: dict) -> RewardResult:
@@ -122,12 +139,15 @@ class MathReward:
         """Decide on the caller's thread without sympy, or return None (the slow path is needed).
         Never raises: garbage in (a completion that is not text, ...) is an ``error`` result here."""
         try:
-            return self._fast(completion, reference)
+            return self._fast(completion, reference, meta)
         except Exception as e:  # noqa: BLE001 - garbage in never raises
             return RewardResult(self.wrong_score, {"status": "error", "error": f"{type(e).__name__}: {e}"})
 
-    def _fast(self, completion: Any, reference: Any) -> RewardResult | None:
+    def _fast(self, completion: Any, reference: Any, meta: dict | None = None) -> RewardResult | None:
         pred, gold, info = self._prepare(completion, reference)
+        cut = meta and (meta.get("finish_reason") == "length" or meta.get("truncated") is True)
+        if cut and self.policy.commitment and truncated(completion, pred.answer):
+            pred = Extraction(None, pred.method, "truncated", n_boxes=pred.n_boxes)
         if gold.answer is None:
             info.update(status="bad_gold", rule="none", detail="the reference holds no answer")
             return RewardResult(None, info)
@@ -135,12 +155,15 @@ class MathReward:
             problem = pred.problem or "no_answer"
             info.update(status=problem, rule="extraction")
             if problem in _REFUSALS:
-                info["detail"] = {
-                    "box_spam": f"more than {self.policy.max_distinct_boxes} different boxed answers",
-                    "ambiguous": "the answer offers several candidates",
-                    "number_spam": "the answer hides among many numbers",
-                }[problem]
+                info["detail"] = _DETAILS[problem].format(boxes=self.policy.max_distinct_boxes)
+            if problem in ("hedge", "ambiguous", "box_spam", "number_spam", "withdrawn"):
+                info["commitment"] = "hedge" if problem != "withdrawn" else "withdrawn"
             return RewardResult(self.refused_score, info)
+        kinds = {m.group(1)[0] == "v" or m.group(1)[0] == "V" for x in (pred.answer, gold.answer)
+                 for m in _MATRIX.finditer(x)}
+        if len(kinds) == 2:  # a determinant (vmatrix) is a number, not the matrix
+            info.update(status="ok", rule="kind", detail="a determinant (vmatrix) and a matrix are different objects")
+            return RewardResult(self.wrong_score, info)
         if len(pred.answer) > FAST_MAX_CHARS or len(gold.answer) > FAST_MAX_CHARS:
             return None  # long answers are compared where the pool can stop them
         d = fast_compare(pred.answer, gold.answer)

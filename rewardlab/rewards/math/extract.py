@@ -12,6 +12,9 @@ input (1 MB strings, binary junk, unbalanced braces). The policy is explicit and
 5. else (``fallback="last"``) the text itself when it is a bare answer, or its last number or
    math segment.
 
+Over every stage, the commitment rule (:mod:`.commit`, ``ExtractionPolicy.commitment``, on by default)
+pays only an answer the completion commits to: corrections, hedges, negations, bounds, questions.
+
 Reward-hacking guards (on by default): more than ``max_distinct_boxes`` different boxed answers
 ("box_spam"), an answer phrase or final sentence that offers several numbers with "or" / "between"
 / "either" ("ambiguous"), and an answer that hides among many bare numbers ("number_spam") are
@@ -26,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from rewardlab.rewards.math.boxes import box_groups, find_boxes
+from rewardlab.rewards.math.commit import committed, normalize_surface, number_words_conclusion, words_to_number
 
 STOP_TOKENS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>", "</s>")
 MAX_ANSWER_CHARS = 20_000
@@ -52,6 +56,9 @@ class ExtractionPolicy:
     """Refuse an answer phrase that offers several numbers ("3 or 4", "between 1 and 10")."""
     max_bare_numbers: int = 12
     """A marker-less completion whose tail is just a run of more numbers than this is number spam."""
+    commitment: bool = True
+    """The commitment rule (:mod:`.commit`): pay only an answer the completion commits to (corrections
+    commit to the corrected value; hedges, negations, bounds, questions and withdrawn answers are refused)."""
 
 
 @dataclass
@@ -62,8 +69,11 @@ class Extraction:
     method: str
     """"boxed", "hash", "phrase", "bare", "last_number", "last_math", or "none"."""
     problem: str | None = None
-    """None, or a reason code: "no_answer", "box_spam", "ambiguous", "number_spam", "empty_box", "negated", "junk"."""
+    """None, or a reason code: "no_answer", "box_spam", "ambiguous", "number_spam", "empty_box", "negated", "junk",
+    or one of the commitment rule's: "hedge", "withdrawn", "bound", "question"."""
     n_boxes: int = 0
+    corrected: bool = False
+    """The answer follows a correction of an earlier one (the commitment rule)."""
 
 
 _ESCAPE_ARTEFACTS = {0x07: "\\a", 0x08: "\\b", 0x0B: "\\v", 0x0C: "\\f"}
@@ -101,7 +111,7 @@ _PHRASE = re.compile(
     r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+",
     re.IGNORECASE,
 )
-_NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+)(?:\.\d+)?(?:\s*+/\s*+\d+|"
+_NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+(?::\d+)?)(?:\.\d+)?(?:\s*+/\s*+\d+|"
                        r"_\{?+\d{1,2}\}?+)?%?"
                        r"|(?<![\w.])-?\.\d+")  # "42_8" whole: a base numeral is never its digits
 _HEDGE = re.compile(r"\b(?:or|either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
@@ -192,7 +202,11 @@ def _numbers(s: str) -> list[str]:
 
 _LEADING_VALUE = re.compile(
     r"(" + _RESULT_NUM + r"|\$[^$]{1,200}\$)\s*+(?:[,;]\s*+(?=[A-Za-z])|\s(?=(?:because|since|as|which|so|and\s+that)"
-    r"\b))")
+    r"\b)|(?<=\s)(?=\((?:since|because|as|from|by|using|which|i\.e\.|e\.g\.)\b))")  # "6 (since 2 * 3 = 6)"
+
+
+_LATEX_VALUE = re.compile(r"-?\d*+\\(?:[dt]?frac\s*+\{[^{}]{1,40}\}\s*+\{[^{}]{1,40}\}"
+                          r"|sqrt\s*+(?:\[\d+\])?\{[^{}]{1,40}\})")
 
 
 def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extraction:
@@ -226,6 +240,11 @@ def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extracti
             return Extraction(None, method, "negated")
         inner = next(g for g in last_math.groups() if g is not None)
         return Extraction(inner.strip(), "last_math" if method == "fallback" else method)
+    for m in _LATEX_VALUE.finditer(sent):
+        if last_num is not None and m.start() < last_num.start() < m.end():  # "it is \frac{1}{8}" is not 8
+            if _NEGATED_AFTER.match(sent, m.end()):
+                return Extraction(None, method, "negated")
+            return Extraction(m.group(0), "last_math" if method == "fallback" else method)
     if last_num is not None:
         if _NEGATED_AFTER.match(sent, last_num.end()):
             return Extraction(None, method, "negated")
@@ -268,7 +287,22 @@ def extract_answer(text: object, policy: ExtractionPolicy | None = None) -> Extr
     text = _ZERO_WIDTH.sub("", text)  # invisible: "5\u200b40" is 540
     if not text.strip():
         return Extraction(None, "none", "no_answer")
+    text = normalize_surface(text)
+    if policy.commitment:
+        ex = committed(text, policy, lambda t, p: _core(t, p, stray_invisible))
+    else:
+        ex = _core(text, policy, stray_invisible)
+    if ex.answer is not None and not re.search(r"\d", ex.answer):
+        n = words_to_number(ex.answer)
+        if n is not None:  # "The answer is twelve."
+            ex.answer = str(n)
+    elif ex.problem == "no_answer" and not re.search(r"\d", text):
+        ex = number_words_conclusion(text) or ex  # "She has twelve apples in total."
+    return ex
 
+
+def _core(text: str, policy: ExtractionPolicy, stray_invisible: bool = False) -> Extraction:
+    """Every extraction stage, without the commitment rule."""
     last_phrase = None
     if policy.use_phrase:
         for m in _PHRASE.finditer(text):
@@ -535,8 +569,8 @@ def extract_gold(gold: object) -> Extraction:
         return Extraction(repr(gold) if isinstance(gold, float) else str(gold), "bare")
     if not isinstance(gold, str) or not gold.strip():
         return Extraction(None, "none", "no_answer")
-    lenient = ExtractionPolicy(max_distinct_boxes=0, refuse_ambiguous=False, max_bare_numbers=0)
-    text = clean_text(gold)
+    lenient = ExtractionPolicy(max_distinct_boxes=0, refuse_ambiguous=False, max_bare_numbers=0, commitment=False)
+    text = normalize_surface(clean_text(gold))
     boxes = find_boxes(text)
     if boxes:
         last = [c.strip() for c in box_groups(text, boxes)[-1]]
