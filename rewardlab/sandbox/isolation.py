@@ -95,11 +95,23 @@ _runtime_lock = threading.Lock()
 _runtime_cache: dict[str, str] = {}
 
 
+def _checkout_runtime_dir() -> Path | None:
+    """``<checkout>/sandbox`` when this ``rewardlab`` was imported from a source checkout (a git
+    worktree on ``PYTHONPATH`` runs its own sandbox, not the one an editable install maps)."""
+    root = Path(__file__).resolve().parents[2]  # <checkout>/rewardlab/sandbox/isolation.py
+    if (root / "pyproject.toml").is_file() and (root / "sandbox" / "server.py").is_file():
+        return root / "sandbox"
+    return None
+
+
 def _package_runtime_dir() -> Path:
+    here = _checkout_runtime_dir()
+    if here is not None:
+        return here
     try:
         return Path(str(importlib.resources.files("rewardlab.sandbox_runtime")))
     except ModuleNotFoundError:  # source checkout on sys.path without the installed mapping
-        return Path(__file__).resolve().parents[2] / "sandbox"  # <checkout>/rewardlab/sandbox/isolation.py
+        return Path(__file__).resolve().parents[2] / "sandbox"
 
 
 def _world_usable(path: str, need_read: bool = True) -> bool:
@@ -168,6 +180,8 @@ def _trusted_copy(target: Path, src: Path) -> bool:
 def load_runtime_module(name: str) -> ModuleType:
     """Import one of the stdlib-only sandbox modules (``confine``, ``wire``) into the parent."""
     try:
+        if _checkout_runtime_dir() is not None:
+            raise ModuleNotFoundError(name)  # the checkout's own copy, as for the servers
         return importlib.import_module(f"rewardlab.sandbox_runtime.{name}")
     except ModuleNotFoundError:
         path = _package_runtime_dir() / f"{name}.py"
