@@ -76,7 +76,7 @@ class Tier:
         if self.name == "A":
             reads = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", INSIDE_RUNTIME, _prefix(self.python)]
             return {"tier": "A", "read_paths": reads, "landlock": self.landlock_abi >= 1,
-                    "seccomp": self.seccomp, "nproc_mode": "ns", "scratch_parent": "/tmp"}
+                    "seccomp": self.seccomp, "nproc_mode": "ns", "scratch_parent": "/tmp", "ipc_ns": True}
         reads = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc/ld.so.cache", self.runtime,
                  _prefix(self.python)]
         return {"tier": self.name, "read_paths": reads, "landlock": self.name == "B",
@@ -184,6 +184,9 @@ def load_runtime_module(name: str) -> ModuleType:
             raise ModuleNotFoundError(name)  # the checkout's own copy, as for the servers
         return importlib.import_module(f"rewardlab.sandbox_runtime.{name}")
     except ModuleNotFoundError:
+        loaded = sys.modules.get(f"rewardlab_sandbox_runtime_{name}")
+        if loaded is not None:
+            return loaded
         path = _package_runtime_dir() / f"{name}.py"
         spec = importlib.util.spec_from_file_location(f"rewardlab_sandbox_runtime_{name}", path)
         mod = importlib.util.module_from_spec(spec)
