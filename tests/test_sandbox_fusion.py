@@ -193,3 +193,13 @@ def test_deeply_nested_or_oversized_bodies_get_an_answer(url):
     assert status == 200 and body["run_result"]["stdout"] == "[[[[{{{{\n", body
     status, body = raw_post(url, b"[" * 5000 + b"1" + b"]" * 5000)
     assert status == 400, (status, body)
+
+
+@pytest.mark.skipif(AVAIL["c"] is not None, reason=f"C unavailable: {AVAIL['c']}")
+def test_a_compile_timeout_is_not_remembered(url):
+    """One request with ``compile_timeout: 0.01`` must not make the same source fail to compile later."""
+    src = "#include <stdio.h>\nint main(void){puts(\"41\");return 0;}\n/* fusion compile timeout */\n"
+    short = post(url, {"code": src, "language": "c", "compile_timeout": 0.01})
+    assert short["compile_result"]["status"] == "TimeLimitExceeded", short
+    ok = post(url, {"code": src, "language": "c", "compile_timeout": 60})
+    assert ok["status"] == "Success" and ok["run_result"]["stdout"] == "41\n", ok
