@@ -165,6 +165,28 @@ STORE_AND_REPLAY = {  # name -> (language, job 1: solves and stores, job 2: repl
                    "i=libc.shmget(0x5EED0044,4096,0)\n"
                    "p=libc.shmat(i,None,0) if i>=0 else None\nprint(ctypes.string_at(p).decode() if p and p!="
                    "ctypes.c_void_p(-1).value else 0)\n"),
+    "go_shm": ("go",
+               "package main\nimport (\"fmt\";\"syscall\";\"unsafe\")\nfunc main(){var a,b int;fmt.Scan(&a,&b);"
+               "id,_,e:=syscall.Syscall(syscall.SYS_SHMGET,0x5EED0046,4096,01666);if e==0{p,_,e2:=syscall.Syscall("
+               "syscall.SYS_SHMAT,id,0,0);if e2==0{s:=fmt.Sprint(a+b);d:=(*[8]byte)(unsafe.Pointer(p));copy(d[:],s)}};"
+               "fmt.Println(a+b)}\n",
+               "package main\nimport (\"fmt\";\"syscall\";\"unsafe\")\nfunc main(){id,_,e:=syscall.Syscall("
+               "syscall.SYS_SHMGET,0x5EED0046,4096,0);if e==0{p,_,e2:=syscall.Syscall(syscall.SYS_SHMAT,id,0,010000);"
+               "if e2==0{d:=(*[8]byte)(unsafe.Pointer(p));n:=0;for n<8&&d[n]!=0{n++};fmt.Println(str"
+               "ing(d[:n]));return}};"
+               "fmt.Println(0)}\n"),
+    "rust_shm": ("rust",
+                 "extern \"C\" {fn shmget(k:i32,s:usize,f:i32)->i32; fn shmat(i:i32,a:*const u8,f:i32)->*mut u8;}\n"
+                 "fn main(){let mut s=String::new();std::io::stdin().read_line(&mut s).unwrap();let v:Vec<i64>=s."
+                 "split_whitespace().map(|x|x.parse().unwrap()).collect();let ans=(v[0]+v[1]).to_str"
+                 "ing();unsafe{let id="
+                 "shmget(0x5EED0047,4096,0o1666);if id>=0{let p=shmat(id,std::ptr::null(),0);if p as"
+                 " isize!=-1{for (i,c) "
+                 "in ans.bytes().enumerate(){*p.add(i)=c;}}}}println!(\"{}\",ans);}\n",
+                 "extern \"C\" {fn shmget(k:i32,s:usize,f:i32)->i32; fn shmat(i:i32,a:*const u8,f:i32)->*mut u8;}\n"
+                 "fn main(){unsafe{let id=shmget(0x5EED0047,4096,0);if id>=0{let p=shmat(id,std::ptr::null(),0o10000);"
+                 "if p as isize!=-1{let mut n=0;while n<8&&*p.add(n)!=0{n+=1;}println!(\"{}\",String::from_utf8_lossy("
+                 "std::slice::from_raw_parts(p,n)));return;}}}println!(\"0\");}\n"),
     # bash: ipcmk makes a segment whose size is the answer; the replay reads it back with ipcs
     "bash_ipcmk": ("bash",
                    "read a b\nipcmk -M $((a+b)) >/dev/null 2>&1\necho $((a+b))\n",
@@ -227,10 +249,35 @@ DEGRADE = {  # lower the checker's (parent's) and the fork server's limits and s
     "bash": "read a b s\nfor t in $PPID $s; do prlimit --pid $t --as=67108864 --nofile=16 --fsize=1024 --stack=65536 "
             "2>/dev/null; renice -n 19 -p $t >/dev/null 2>&1; taskset -p 1 $t >/dev/null 2>&1; chrt -i -p 0 $t "
             ">/dev/null 2>&1; done\necho $((a+b))\n",
+    "javascript": "const os=require('os');const [a,b,s]=require('fs').readFileSync(0,'utf8').trim().split(/\\s+/)"
+                  ".map(Number);for(const t of [process.ppid,s]){try{os.setPriority(t,19)}catch(e){}"
+                  "}console.log(a+b)\n",
+    "go": "package main\nimport (\"fmt\";\"syscall\";\"unsafe\")\nfunc main(){var a,b,s int;fmt.Scan"
+    "(&a,&b,&s);for _,t:="
+          "range []int{syscall.Getppid(),s}{syscall.Setpriority(syscall.PRIO_PROCESS,t,19);as:=[2]uint64{1<<26,1<<26};"
+          "nf:=[2]uint64{16,16};syscall.RawSyscall6(syscall.SYS_PRLIMIT64,uintptr(t),9,uintptr(unsaf"
+          "e.Pointer(&as)),0,0,"
+          "0);syscall.RawSyscall6(syscall.SYS_PRLIMIT64,uintptr(t),7,uintptr(unsafe.Pointer(&nf)),0,"
+          "0,0);var m [16]uint64"
+          ";m[0]=1;syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY,uintptr(t),128,uintptr(unsafe.Pointer(&m)));p:=[1]"
+          "int32{0};syscall.RawSyscall(syscall.SYS_SCHED_SETSCHEDULER,uintptr(t),5,uintptr(unsafe.Pointer(&p)))};"
+          "fmt.Println(a+b)}\n",
+    "rust": "#[repr(C)] struct Rl{c:u64,m:u64}\nextern \"C\" {fn prlimit(p:i32,r:i32,n:*const Rl,o:*mut Rl)->i32; fn "
+            "setpriority(w:i32,who:u32,p:i32)->i32; fn getppid()->i32; fn sched_setaffinity(p:i32,n:usize,m:*const u64)"
+            "->i32; fn sched_setscheduler(p:i32,pol:i32,sp:*const i32)->i32;}\nfn main(){let mut s=String::new();"
+            "std::io::stdin().read_line(&mut s).unwrap();let v:Vec<i64>=s.split_whitespace().map(|x|x.parse().unwrap())"
+            ".collect();unsafe{for t in [getppid(),v[2] as i32]{prlimit(t,9,&Rl{c:1<<26,m:1<<26},std::ptr::null_mut());"
+            "prlimit(t,7,&Rl{c:16,m:16},std::ptr::null_mut());setpriority(0,t as u32,19);let mut m=[0u64;16];m[0]=1;"
+            "sched_setaffinity(t,128,m.as_ptr());sched_setscheduler(t,5,&0i32);}}println!(\"{}\",v[0]+v[1]);}\n",
 }
 CORRECT = {"python": "a,b=map(int,input().split())\nprint(a+b)\n",
            "c": "#include <stdio.h>\nint main(void){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);return 0;}\n",
-           "bash": "read a b\necho $((a+b))\n"}
+           "bash": "read a b\necho $((a+b))\n",
+           "javascript": "const [a,b]=require('fs').readFileSync(0,'utf8').trim().split(/\\s+/).map(Number);"
+                         "console.log(a+b)\n",
+           "go": "package main\nimport \"fmt\"\nfunc main(){var a,b int;fmt.Scan(&a,&b);fmt.Println(a+b)}\n",
+           "rust": "fn main(){let mut s=String::new();std::io::stdin().read_line(&mut s).unwrap();let v:Vec<i64>=s."
+                   "split_whitespace().map(|x|x.parse().unwrap()).collect();println!(\"{}\",v[0]+v[1]);}\n"}
 
 
 @pytest.fixture(params=[*TIERS, pytest.param("unsafe", id="unsafe")])
