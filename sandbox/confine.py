@@ -317,11 +317,20 @@ def private_ipc_namespace() -> None:
     namespace: SysV IPC objects and POSIX message queues made from here on are its own and its
     descendants', and are destroyed with the namespace when the last of them exits. The uid and
     gid stay the same (mapped 1:1); the capabilities the new user namespace grants are dropped
-    at once. Raises OSError when the kernel refuses (no user namespaces)."""
+    at once. Raises OSError when the kernel refuses (no user namespaces; nothing changed), and
+    RuntimeError when a later step fails (the process is then in the new namespace, perhaps still
+    holding its capabilities: it must not run a job)."""
     uid, gid = os.getuid(), os.getgid()
     if _libc.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWIPC)) != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"unshare(CLONE_NEWUSER|CLONE_NEWIPC): {os.strerror(e)}")
+    try:
+        _map_and_drop_caps(uid, gid)
+    except OSError as e:
+        raise RuntimeError(f"private IPC namespace half set up: {e}") from None
+
+
+def _map_and_drop_caps(uid: int, gid: int) -> None:
     # /proc/self files of a non-dumpable process belong to root: dumpable while we write our maps
     # (no untrusted code of this job exists yet; other jobs' workers cannot ptrace outside Landlock)
     dumpable = _libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE

@@ -304,3 +304,70 @@ def test_a_job_cannot_lower_its_servers_limits_or_scheduling(lang, one_server_an
         if AVAIL[check_lang] is None:
             r = _run(one_server, check_lang, CORRECT[check_lang])
             assert (r.status, r.stdout) == ("ran", "5\n"), (lang, check_lang, r)
+
+
+# ------------------------------------------------------------------------------ the filter itself
+FILTER_PROBE = r"""
+import ctypes, errno, os, resource, sys
+sys.path.insert(0, sys.argv[1])
+import confine
+deny_ipc = sys.argv[2] == "1"
+parent = os.getppid()
+confine.apply_seccomp(deny_ipc=deny_ipc)
+libc = ctypes.CDLL(None, use_errno=True)
+
+def outcome(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+def shm():
+    i = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE
+    if i < 0:
+        raise OSError(ctypes.get_errno(), "shmget")
+    libc.shmctl(i, 0, None)  # IPC_RMID
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+print({
+    "own_setrlimit": outcome(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))),
+    "own_prlimit_0": outcome(lambda: resource.prlimit(0, resource.RLIMIT_NOFILE, (soft, hard))),
+    "read_parent_limit": outcome(lambda: resource.prlimit(parent, resource.RLIMIT_NOFILE)),
+    "set_parent_limit": outcome(lambda: resource.prlimit(parent, resource.RLIMIT_NOFILE, (soft, hard))),
+    "own_nice": outcome(lambda: os.setpriority(os.PRIO_PROCESS, 0, 1)),
+    "parent_nice": outcome(lambda: os.setpriority(os.PRIO_PROCESS, parent, 19)),
+    "user_nice": outcome(lambda: os.setpriority(os.PRIO_USER, 0, 19)),
+    "pgrp_nice": outcome(lambda: os.setpriority(os.PRIO_PGRP, 0, 19)),
+    "own_affinity": outcome(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0))),
+    "parent_affinity": outcome(lambda: os.sched_setaffinity(parent, {0})),
+    "parent_scheduler": outcome(lambda: os.sched_setscheduler(parent, os.SCHED_IDLE, os.sched_param(0))),
+    "parent_param": outcome(lambda: os.sched_setparam(parent, os.sched_param(0))),
+    "sysv_shm": outcome(shm),
+})
+"""
+
+
+@pytest.mark.parametrize("deny_ipc", [False, True])
+def test_seccomp_filter_allows_the_job_itself_only(deny_ipc, tmp_path):
+    """The filter's argument checks, directly: the process may set its own limits and scheduling
+    (pid 0), read but not set its parent's limits, and not touch the parent's nice, affinity or
+    policy; SysV IPC works or is EPERM as asked."""
+    import ast
+    import sys
+
+    confine = isolation.load_runtime_module("confine")
+    if confine.seccomp_arch() is None:
+        pytest.skip("no seccomp filter for this architecture")
+    runtime = isolation.runtime_dir()
+    probe = [sys.executable, "-I", "-S", "-c", FILTER_PROBE, runtime, "1" if deny_ipc else "0"]
+    # the probe's parent is a throwaway interpreter, not this test process
+    relay = [sys.executable, "-I", "-S", "-c", "import subprocess,sys; sys.exit(subprocess.call(sys.argv[1:]))"]
+    r = subprocess.run([*relay, *probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = ast.literal_eval(r.stdout.strip())
+    want = {"own_setrlimit": "ok", "own_prlimit_0": "ok", "read_parent_limit": "ok", "set_parent_limit": "EPERM",
+            "own_nice": "ok", "parent_nice": "EPERM", "user_nice": "EPERM", "pgrp_nice": "EPERM",
+            "own_affinity": "ok", "parent_affinity": "EPERM", "parent_scheduler": "EPERM", "parent_param": "EPERM",
+            "sysv_shm": "EPERM" if deny_ipc else "ok"}
+    assert got == want
