@@ -171,8 +171,21 @@ _DENY = {
     "syslog": (103, 116), "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430),
     "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433), "mount_setattr": (442, 442),
     "acct": (163, 89), "swapon": (167, 224), "swapoff": (168, 225), "reboot": (169, 142),
-    "quotactl": (179, 60), "kcmp": (312, 272),
+    "quotactl": (179, 60), "kcmp": (312, 272), "ioprio_set": (251, 30),
 }
+# SysV IPC and POSIX message queues: refused where the job has no IPC namespace of its own (tier B)
+_IPC = {
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197),
+    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+    "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),
+    "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+}
+# allowed only on the calling process itself (first argument, a pid, is 0)
+_SELF_ONLY = {"sched_setaffinity": (203, 122), "sched_setscheduler": (144, 119), "sched_setparam": (142, 118),
+              "sched_setattr": (314, 274)}
+_PRLIMIT = (302, 261)  # prlimit64(pid, resource, new, old): a new limit only for pid 0
+_SETPRIORITY = (141, 140)  # setpriority(which, who, prio): only PRIO_PROCESS, who 0
 _CLONE = (56, 220)
 _CLONE3 = (435, 435)
 _KILL = (62, 129)
@@ -216,21 +229,44 @@ def _assemble(prog: list[tuple]) -> bytes:
     return b"".join(out)
 
 
-def build_seccomp_filter(arch: str) -> bytes:
-    """The deny-list filter for ``arch`` as raw ``struct sock_filter`` bytes."""
+def _arg(i: int, high: bool = False) -> int:
+    """Offset of argument ``i`` (its low or high 32 bits) in ``struct seccomp_data``."""
+    return 16 + 8 * i + (4 if high else 0)
+
+
+def build_seccomp_filter(arch: str, deny_ipc: bool = False) -> bytes:
+    """The deny-list filter for ``arch`` as raw ``struct sock_filter`` bytes; ``deny_ipc`` also
+    refuses SysV IPC and POSIX message queues (for jobs without an IPC namespace of their own).
+    Scheduling and limits of other processes are refused: ``prlimit64`` sets limits of pid 0
+    only, ``setpriority`` acts on ``PRIO_PROCESS`` 0 only, ``sched_set*`` on pid 0 only."""
     i = 0 if arch == "x86_64" else 1
     prog: list[tuple] = [(_LD_ABS, 4, 0, 0), (_JEQ, _AUDIT_ARCH[arch], 0, "kill"), (_LD_ABS, 0, 0, 0)]
     if arch == "x86_64":
         prog.append((_JGE, 0x40000000, "eperm", 0))  # x32 ABI aliases
     for nrs in _DENY.values():
         prog.append((_JEQ, nrs[i], "eperm", 0))
+    if deny_ipc:
+        for nrs in _IPC.values():
+            prog.append((_JEQ, nrs[i], "eperm", 0))
+    for nrs in _SELF_ONLY.values():
+        prog.append((_JEQ, nrs[i], "self_only", 0))
     prog += [
+        (_JEQ, _PRLIMIT[i], "prlimit", 0),
+        (_JEQ, _SETPRIORITY[i], "setpriority", 0),
         (_JEQ, _CLONE3[i], "enosys", 0),  # clone3 flags live in memory: make libc fall back to clone
         (_JEQ, _CLONE[i], "clone", 0),
         (_JEQ, _KILL[i], "kill_call", 0),
         (_RET, _RET_ALLOW, 0, 0),
         ("label", "clone"), (_LD_ABS, 16, 0, 0), (_JSET, _NS_FLAGS, "eperm", 0), (_RET, _RET_ALLOW, 0, 0),
         ("label", "kill_call"), (_LD_ABS, 16, 0, 0), (_JEQ, 0xFFFFFFFF, "eperm", 0), (_RET, _RET_ALLOW, 0, 0),
+        # pid_t / int arguments: the kernel reads their low 32 bits only
+        ("label", "self_only"), (_LD_ABS, _arg(0), 0, 0), (_JEQ, 0, "allow", "eperm"),
+        ("label", "setpriority"), (_LD_ABS, _arg(0), 0, 0), (_JEQ, 0, 0, "eperm"),
+        (_LD_ABS, _arg(1), 0, 0), (_JEQ, 0, "allow", "eperm"),
+        # prlimit64: any pid may be read (new == NULL, all 64 bits), only pid 0 written
+        ("label", "prlimit"), (_LD_ABS, _arg(0), 0, 0), (_JEQ, 0, "allow", 0),
+        (_LD_ABS, _arg(2), 0, 0), (_JEQ, 0, 0, "eperm"), (_LD_ABS, _arg(2, True), 0, 0), (_JEQ, 0, "allow", "eperm"),
+        ("label", "allow"), (_RET, _RET_ALLOW, 0, 0),
         ("label", "eperm"), (_RET, _RET_ERRNO | errno.EPERM, 0, 0),
         ("label", "enosys"), (_RET, _RET_ERRNO | errno.ENOSYS, 0, 0),
         ("label", "kill"), (_RET, _RET_KILL_PROCESS, 0, 0),
@@ -238,24 +274,25 @@ def build_seccomp_filter(arch: str) -> bytes:
     return _assemble(prog)
 
 
-_filter_cache: dict[str, bytes] = {}
+_filter_cache: dict[tuple[str, bool], bytes] = {}
 
 
 def prepare_seccomp() -> None:
-    """Build the filter now (in a long-lived parent) so that applying it later is one syscall."""
+    """Build the filters now (in a long-lived parent) so that applying one later is one syscall."""
     arch = seccomp_arch()
     if arch is not None:
-        _filter_cache[arch] = build_seccomp_filter(arch)
+        for deny_ipc in (False, True):
+            _filter_cache[arch, deny_ipc] = build_seccomp_filter(arch, deny_ipc)
 
 
-def apply_seccomp() -> None:
+def apply_seccomp(deny_ipc: bool = False) -> None:
     """Install the deny-list filter on the calling thread (call while single-threaded)."""
     arch = seccomp_arch()
     if arch is None:
         raise OSError(errno.ENOSYS, f"seccomp filter not defined for {os.uname().machine}")
-    code = _filter_cache.get(arch)
+    code = _filter_cache.get((arch, deny_ipc))
     if code is None:
-        code = _filter_cache[arch] = build_seccomp_filter(arch)
+        code = _filter_cache[arch, deny_ipc] = build_seccomp_filter(arch, deny_ipc)
     n = len(code) // 8
     filt = ctypes.create_string_buffer(code, len(code))
 
@@ -267,6 +304,56 @@ def apply_seccomp() -> None:
     if _libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(2), ctypes.byref(prog), 0, 0) != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"seccomp: {os.strerror(e)}")
+
+
+# ------------------------------------------------------------------------------ namespaces
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+
+def private_ipc_namespace() -> None:
+    """Move the calling (single-threaded) process into a new user namespace owning a new IPC
+    namespace: SysV IPC objects and POSIX message queues made from here on are its own and its
+    descendants', and are destroyed with the namespace when the last of them exits. The uid and
+    gid stay the same (mapped 1:1); the capabilities the new user namespace grants are dropped
+    at once. Raises OSError when the kernel refuses (no user namespaces; nothing changed), and
+    RuntimeError when a later step fails (the process is then in the new namespace, perhaps still
+    holding its capabilities: it must not run a job)."""
+    uid, gid = os.getuid(), os.getgid()
+    if _libc.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWIPC)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"unshare(CLONE_NEWUSER|CLONE_NEWIPC): {os.strerror(e)}")
+    try:
+        _map_and_drop_caps(uid, gid)
+    except OSError as e:
+        raise RuntimeError(f"private IPC namespace half set up: {e}") from None
+
+
+def _map_and_drop_caps(uid: int, gid: int) -> None:
+    # /proc/self files of a non-dumpable process belong to root: dumpable while we write our maps
+    # (no untrusted code of this job exists yet; other jobs' workers cannot ptrace outside Landlock)
+    dumpable = _libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
+    if dumpable != 1:
+        prctl(PR_SET_DUMPABLE, 1)
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+    finally:
+        if dumpable != 1:
+            prctl(PR_SET_DUMPABLE, 0)
+    arch = seccomp_arch()
+    if arch is None:
+        raise OSError(errno.ENOSYS, "capset: unknown architecture")
+    hdr = struct.pack("=Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = bytes(24)  # effective, permitted, inheritable: all empty (two 32-bit words each)
+    if _libc.syscall(_SYS_CAPSET[arch], ctypes.c_char_p(hdr), ctypes.c_char_p(data)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"capset: {os.strerror(e)}")
 
 
 # ------------------------------------------------------------------------------ rlimits

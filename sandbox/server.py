@@ -71,6 +71,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
+import resource  # noqa: E402
 import select  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
@@ -279,8 +280,8 @@ def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r
         if cfg.get("landlock"):
             confine.landlock_restrict(ruleset)
             os.close(ruleset)
-        if cfg.get("seccomp"):
-            confine.apply_seccomp()
+        if cfg.get("seccomp"):  # no IPC namespace of the job's own: SysV IPC and mqueues refused
+            confine.apply_seccomp(deny_ipc=not cfg.get("_ipc_private"))
         elif cfg.get("tier") != "unsafe":
             confine.no_new_privs()
     except (OSError, ValueError) as e:
@@ -1175,6 +1176,39 @@ def _run_exec(ck: _Checker, body: dict, job_dir: str, in_w: int, out_r: int, err
 
 
 # ============================================================================ server loop
+_RLIMITS = [getattr(resource, n) for n in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC",
+                                            "RLIMIT_STACK", "RLIMIT_DATA", "RLIMIT_CORE", "RLIMIT_MEMLOCK",
+                                            "RLIMIT_RSS", "RLIMIT_NICE", "RLIMIT_RTPRIO", "RLIMIT_MSGQUEUE",
+                                            "RLIMIT_SIGPENDING") if hasattr(resource, n)]
+
+
+def own_state() -> tuple:
+    """This server's rlimits, nice value, scheduling policy and CPU affinity: what a job must not
+    change (the seccomp filter refuses it; this is checked after every job all the same)."""
+    return (tuple(resource.getrlimit(r) for r in _RLIMITS), os.getpriority(os.PRIO_PROCESS, 0),
+            os.sched_getscheduler(0), frozenset(os.sched_getaffinity(0)))
+
+
+def restore_state(want: tuple) -> bool:
+    """Put back what a job changed, as far as an unprivileged process can; False when something
+    stays changed (a lowered hard limit, a higher nice value): the server must then be replaced."""
+    if own_state() == want:
+        return True
+    limits, nice, policy, cpus = want
+    for r, v in zip(_RLIMITS, limits):
+        try:
+            resource.setrlimit(r, v)
+        except (OSError, ValueError):
+            pass
+    for fix in (lambda: os.sched_setscheduler(0, policy, os.sched_param(0)), lambda: os.sched_setaffinity(0, cpus),
+                lambda: os.setpriority(os.PRIO_PROCESS, 0, nice)):
+        try:
+            fix()
+        except OSError:
+            pass
+    return own_state() == want
+
+
 def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
     timeout = float(hdr["timeout"])
     job_dir = tempfile.mkdtemp(prefix="job-", dir=scratch_root)
@@ -1185,6 +1219,12 @@ def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
         code = 0
         try:
             os.close(vr)
+            if cfg.get("ipc_ns"):  # SysV IPC and mqueues of this job die with it, seen by no other job
+                try:
+                    confine.private_ipc_namespace()
+                    cfg["_ipc_private"] = True
+                except OSError:
+                    pass
             verdict = checker_main(cfg, hdr, job_dir, vw, nproc)
             wire.send(vw, verdict, time.monotonic() + 5)
         except BaseException:  # noqa: BLE001 - the server reports a missing verdict
@@ -1206,6 +1246,8 @@ def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
     os.close(vr)
     kill_descendants(cfg.get("tier") == "A")
     _empty(scratch_root)
+    if not restore_state(cfg["_state"]):  # the next job must start from this server's own limits
+        healthy = False
     return verdict, healthy
 
 
@@ -1260,6 +1302,7 @@ def main() -> int:
         return 1
     wire.send(1, {"hello": True, "pid": os.getpid(), "uid": os.getuid(), "landlock_abi": abi,
                   "seccomp": seccomp_ok, "scratch": scratch_root})
+    cfg["_state"] = own_state()
     runs, max_runs = 0, int(cfg.get("max_runs") or 0)
     import gc
 

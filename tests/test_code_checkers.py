@@ -68,6 +68,13 @@ FLOAT = [
     row("1.5 2.5\n", "1.5\n", False),                       # token counts must match
     row("-0.0000004\n", "0\n", True),                       # sign does not matter within tolerance
     row("2\n", "1\n", True, abs_tol=1.0),                   # a custom absolute tolerance
+    # issue 41: two integer tokens are compared exactly (their difference within abs_tol; rel_tol does not apply)
+    row("1000001\n", "1000000\n", False),                   # off by one above 10^6 (rel_tol paid it before)
+    row("123456789\n", "123456790\n", False),               # ... and far above
+    row("9007199254740993\n", "9007199254740992\n", False),  # beyond a double's precision
+    row("1000000 -7\n", "1000000 -7\n", True),              # equal integers
+    row("+5 -0\n", "5 0\n", True),                          # as integers, not as text
+    row("1000000.0\n", "1000001\n", True),                  # a decimal token is a float: tolerance applies
 ]
 # ------------------------------------------------------------------------------ unordered
 UNORDERED_TOKENS = [

@@ -102,6 +102,29 @@ def test_compile_error_status_with_the_compilers_first_lines(lang):
     assert word in r.info["error"] and len(r.info["error"].splitlines()) <= 12, r.info["error"]
 
 
+def test_a_compile_timeout_is_not_cached_as_a_compile_error():
+    """Issue 41: a correct source whose compile once timed out (a short compile_timeout, a loaded
+    machine) compiles and scores 1 later; only deterministic outcomes are remembered."""
+    need("c")
+    cache = CompileCache()
+    src = "#include <stdio.h>\nint main(void){int a,b;scanf(\"%d %d\",&a,&b);printf(\"%d\\n\",a+b);return 0;}\n/*41*/\n"
+    p1 = compile_program("c", src, cache=cache, timeout=0.01)
+    assert (p1.ok, p1.status, p1.info["compile_status"]) == (False, "compile_error", "timeout"), p1.info
+    p2 = compile_program("c", src, cache=cache, timeout=60)
+    assert (p2.ok, p2.cached) == (True, False), p2.info
+    assert run_program(p2, "2 3\n", timeout=5).stdout == "5\n"
+    assert compile_program("c", src, cache=cache).cached  # a success is remembered
+
+
+def test_java_public_class_after_imports_on_one_line():
+    """Issue 41: ``import ...; public class Solution {`` on one line names the file Solution.java."""
+    need("java")
+    src = ("import java.util.*; public class Solution { public static void main(String[] x) { Scanner s = new "
+           "Scanner(System.in); System.out.println(s.nextInt() + s.nextInt()); } }\n")
+    r = code_reward(fence("java", src), {"cases": [{"stdin": "2 3\n", "stdout": "5\n"}]})
+    assert r.score == 1.0, r.info
+
+
 def test_compile_cache_one_compile_per_problem_and_per_source():
     """The tests of a problem share one compile; the same source again is a hit; other flags or
     another source are misses."""

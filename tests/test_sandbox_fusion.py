@@ -142,3 +142,64 @@ def test_run_code_in_process_matches_the_endpoint(url):
     body = {"code": "print(sum(map(int, input().split())))", "language": "python", "stdin": "1 2 3\n"}
     a, b = run_code(body), post(url, body)
     assert (a["status"], a["run_result"]["stdout"]) == (b["status"], b["run_result"]["stdout"]) == ("Success", "6\n")
+
+
+# ------------------------------------------------------------------------------ validation (issue 41)
+def raw_post(url: str, data: bytes, timeout: float = 30.0) -> tuple[int, dict]:
+    """(HTTP status, JSON answer) of a raw body; a dropped connection or a hang raises."""
+    import urllib.error
+
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+BAD_NUMBERS = [  # (field, value): each must be a 400 that names the field, never a run
+    ("run_timeout", 1e300), ("run_timeout", float("inf")), ("run_timeout", -1), ("run_timeout", True),
+    ("run_timeout", "10"), ("compile_timeout", float("nan")), ("compile_timeout", 1e9), ("compile_timeout", -0.5),
+    ("memory_limit_MB", 1e300), ("memory_limit_MB", float("nan")), ("memory_limit_MB", 10 ** 40),
+    ("memory_limit_MB", -5), ("memory_limit_MB", 512.5), ("memory_limit_MB", [1]),
+]
+
+
+@pytest.mark.parametrize("lang", ["python", "c"])
+def test_numeric_fields_are_validated_with_a_400_naming_the_field(url, lang):
+    """``run_timeout: 1e300`` or ``compile_timeout: NaN`` used to leak a pool server per request
+    (after four, every later request hung): now each is a 400, and the endpoint still answers."""
+    if AVAIL[lang] is not None:
+        pytest.skip(f"{lang} unavailable: {AVAIL[lang]}")
+    src = "print(1)" if lang == "python" else "#include <stdio.h>\nint main(void){puts(\"1\");return 0;}\n"
+    for field, value in BAD_NUMBERS:
+        status, body = raw_post(url, json.dumps({"code": src, "language": lang, field: value}).encode())
+        assert status == 400 and field in body["detail"], (field, value, status, body)
+    ok = post(url, {"code": src, "language": lang, "run_timeout": 5, "compile_timeout": 30, "memory_limit_MB": 256})
+    assert ok["status"] == "Success" and ok["run_result"]["stdout"] == "1\n", ok
+    with pytest.raises(ValueError, match="run_timeout"):
+        run_code({"code": src, "language": lang, "run_timeout": float("nan")})
+
+
+def test_deeply_nested_or_oversized_bodies_get_an_answer(url):
+    """A body of deeply nested arrays used to get no HTTP answer at all (the parser's recursion)."""
+    deep = b'{"code": "print(1)", "language": "python", "x": ' + b"[" * 200000 + b"]" * 200000 + b"}"
+    status, body = raw_post(url, deep)
+    assert status == 400 and "nested" in body["detail"], (status, body)
+    status, body = raw_post(url, b'{"code": "print(1)", "x": ' + b"[" * 40 + b"]" * 40 + b"}")
+    assert status == 200 and body["status"] == "Success", body  # moderate nesting is fine
+    strings = json.dumps({"code": "print('[[[[{{{{')", "language": "python"}).encode()
+    status, body = raw_post(url, strings)  # brackets inside strings are not nesting
+    assert status == 200 and body["run_result"]["stdout"] == "[[[[{{{{\n", body
+    status, body = raw_post(url, b"[" * 5000 + b"1" + b"]" * 5000)
+    assert status == 400, (status, body)
+
+
+@pytest.mark.skipif(AVAIL["c"] is not None, reason=f"C unavailable: {AVAIL['c']}")
+def test_a_compile_timeout_is_not_remembered(url):
+    """One request with ``compile_timeout: 0.01`` must not make the same source fail to compile later."""
+    src = "#include <stdio.h>\nint main(void){puts(\"41\");return 0;}\n/* fusion compile timeout */\n"
+    short = post(url, {"code": src, "language": "c", "compile_timeout": 0.01})
+    assert short["compile_result"]["status"] == "TimeLimitExceeded", short
+    ok = post(url, {"code": src, "language": "c", "compile_timeout": 60})
+    assert ok["status"] == "Success" and ok["run_result"]["stdout"] == "41\n", ok

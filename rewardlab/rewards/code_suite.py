@@ -40,6 +40,7 @@ COMPARE_MODES = ("exact", "whitespace", "tokens", "float", "unordered_tokens", "
 _TRAILING_WS = " \t\r\f\v"
 # linear: one optional sign, digit runs and one optional exponent, anchored at both ends
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 _NONFINITE = re.compile(r"[+-]?(?:nan|inf|infinity)\Z", re.I)
 
 
@@ -71,6 +72,11 @@ def _num(tok: str) -> float | None:
 
 
 def _close(a: str, e: str, abs_tol: float, rel_tol: float) -> bool:
+    """Tokens ``a`` (actual) and ``e`` (expected) under ``compare: "float"``: two integer tokens
+    are compared exactly, as integers (their difference within ``abs_tol``; ``rel_tol`` would
+    pay an off-by-one above 10^6); other numbers within ``abs_tol`` or ``rel_tol``."""
+    if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(e) and len(a) <= 4000 and len(e) <= 4000:
+        return abs(int(a) - int(e)) <= abs_tol
     ev = _num(e)
     if ev is None:
         return a == e

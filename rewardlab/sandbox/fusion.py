@@ -25,17 +25,67 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rewardlab.errors import RewardlabError
 from rewardlab.sandbox.languages import LANGUAGES, Program, compile_program, file_entry, get_language, run_program
 from rewardlab.sandbox.parent import Limits, SandboxPool, get_pool
 
 _NAMES = {"nodejs": "javascript", "node": "javascript", "typescript": None, "python3": "python"}
 _MAX_BODY = 64 << 20
+_MAX_DEPTH = 64  # arrays/objects inside one another in a request body
+_MAX_CONTAINERS = 100_000  # arrays and objects in one request body
+# numeric fields: (default when absent, null or 0, lowest, highest, must be a whole number)
+NUMBERS = {"compile_timeout": (10.0, 0.0, 600.0, False), "run_timeout": (10.0, 0.0, 600.0, False),
+           "memory_limit_MB": (1024, 1, 65536, True)}
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+
+
+class BadRequest(RewardlabError, ValueError):
+    """A request field the endpoint refuses (an HTTP 400); the message names the field."""
+
+
+def _number(req: dict, name: str) -> float:
+    """The numeric field ``name`` of a request: absent, null or 0 give the default; anything else
+    must be a finite JSON number within the documented bounds (a whole number for memory)."""
+    default, low, high, whole = NUMBERS[name]
+    v = req.get(name)
+    if v is None or (type(v) in (int, float) and v == 0):
+        return default
+    if type(v) not in (int, float):
+        raise BadRequest(f"{name} must be a number, got {type(v).__name__}")
+    if not math.isfinite(v) or not low < v <= high or (whole and v != int(v)):
+        kind = "a whole number" if whole else "a finite number of seconds"
+        raise BadRequest(f"{name} must be {kind} in ({low:g}, {high:g}], got {v!r}")
+    return int(v) if whole else float(v)
+
+
+def parse_body(raw: bytes) -> dict:
+    """A request body as a JSON object, refusing (``BadRequest``) what the stdlib parser cannot
+    take safely: nesting deeper than ``_MAX_DEPTH`` or more than ``_MAX_CONTAINERS`` arrays and
+    objects (checked on the body's brackets outside strings before parsing)."""
+    brackets = _STRING.sub(b'""', raw).translate(None, _NOT_BRACKETS)
+    if len(brackets) > 2 * _MAX_CONTAINERS:
+        raise BadRequest(f"the body has more than {_MAX_CONTAINERS} nested or listed arrays/objects")
+    depth = 0
+    for ch in brackets:
+        depth += 1 if ch in b"[{" else -1
+        if depth > _MAX_DEPTH:
+            raise BadRequest(f"the body's arrays/objects are nested deeper than {_MAX_DEPTH}")
+    try:
+        req = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise BadRequest(f"bad JSON: {e}") from None
+    if not isinstance(req, dict):
+        raise BadRequest("the body must be a JSON object")
+    return req
 
 
 def _python_program(code: str) -> Program:
@@ -49,7 +99,8 @@ def _result(status: str, t: float, rc: int | None, stdout: str, stderr: str) -> 
 
 
 def run_code(req: dict, *, pool: SandboxPool | None = None) -> dict:
-    """Answer one SandboxFusion ``run_code`` request (see the module docstring)."""
+    """Answer one SandboxFusion ``run_code`` request (see the module docstring). A numeric field
+    out of its bounds (``NUMBERS``) raises ``BadRequest`` naming the field."""
     out: dict[str, Any] = {"status": "Failed", "message": "", "compile_result": None, "run_result": None,
                            "executor_pod_name": None, "files": {}}
     code = req.get("code")
@@ -61,9 +112,8 @@ def run_code(req: dict, *, pool: SandboxPool | None = None) -> dict:
     if lang is None:
         return dict(out, status="SandboxError", message=f"unsupported language {name!r}; "
                                                          f"supported: {', '.join(sorted(LANGUAGES))}, nodejs")
-    compile_timeout = float(req.get("compile_timeout") or 10)
-    run_timeout = float(req.get("run_timeout") or 10)
-    mem = int(req.get("memory_limit_MB") or 1024)
+    compile_timeout, run_timeout = _number(req, "compile_timeout"), _number(req, "run_timeout")
+    mem = int(_number(req, "memory_limit_MB"))
     pool = pool or get_pool()
     limits = Limits(memory_mb=max(64, mem))
     try:
@@ -155,14 +205,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(413 if n > _MAX_BODY else 400, {"detail": "bad Content-Length"})
             return
         try:
-            req = json.loads(self.rfile.read(n))
-            if not isinstance(req, dict):
-                raise ValueError("the body must be a JSON object")
-        except ValueError as e:
-            self._send(422, {"detail": f"bad request: {e}"})
-            return
-        try:
+            req = parse_body(self.rfile.read(n))
             self._send(200, run_code(req, pool=self.server.pool))  # type: ignore[attr-defined]
+        except BadRequest as e:
+            self._send(400, {"detail": f"bad request: {e}"})
         except Exception as e:  # noqa: BLE001 - one bad request must not stop the server
             self._send(200, {"status": "SandboxError", "message": f"{type(e).__name__}: {e}", "compile_result": None,
                              "run_result": None, "executor_pod_name": None, "files": {}})

@@ -76,7 +76,7 @@ class Tier:
         if self.name == "A":
             reads = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", INSIDE_RUNTIME, _prefix(self.python)]
             return {"tier": "A", "read_paths": reads, "landlock": self.landlock_abi >= 1,
-                    "seccomp": self.seccomp, "nproc_mode": "ns", "scratch_parent": "/tmp"}
+                    "seccomp": self.seccomp, "nproc_mode": "ns", "scratch_parent": "/tmp", "ipc_ns": True}
         reads = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc/ld.so.cache", self.runtime,
                  _prefix(self.python)]
         return {"tier": self.name, "read_paths": reads, "landlock": self.name == "B",
@@ -95,11 +95,23 @@ _runtime_lock = threading.Lock()
 _runtime_cache: dict[str, str] = {}
 
 
+def _checkout_runtime_dir() -> Path | None:
+    """``<checkout>/sandbox`` when this ``rewardlab`` was imported from a source checkout (a git
+    worktree on ``PYTHONPATH`` runs its own sandbox, not the one an editable install maps)."""
+    root = Path(__file__).resolve().parents[2]  # <checkout>/rewardlab/sandbox/isolation.py
+    if (root / "pyproject.toml").is_file() and (root / "sandbox" / "server.py").is_file():
+        return root / "sandbox"
+    return None
+
+
 def _package_runtime_dir() -> Path:
+    here = _checkout_runtime_dir()
+    if here is not None:
+        return here
     try:
         return Path(str(importlib.resources.files("rewardlab.sandbox_runtime")))
     except ModuleNotFoundError:  # source checkout on sys.path without the installed mapping
-        return Path(__file__).resolve().parents[2] / "sandbox"  # <checkout>/rewardlab/sandbox/isolation.py
+        return Path(__file__).resolve().parents[2] / "sandbox"
 
 
 def _world_usable(path: str, need_read: bool = True) -> bool:
@@ -168,8 +180,13 @@ def _trusted_copy(target: Path, src: Path) -> bool:
 def load_runtime_module(name: str) -> ModuleType:
     """Import one of the stdlib-only sandbox modules (``confine``, ``wire``) into the parent."""
     try:
+        if _checkout_runtime_dir() is not None:
+            raise ModuleNotFoundError(name)  # the checkout's own copy, as for the servers
         return importlib.import_module(f"rewardlab.sandbox_runtime.{name}")
     except ModuleNotFoundError:
+        loaded = sys.modules.get(f"rewardlab_sandbox_runtime_{name}")
+        if loaded is not None:
+            return loaded
         path = _package_runtime_dir() / f"{name}.py"
         spec = importlib.util.spec_from_file_location(f"rewardlab_sandbox_runtime_{name}", path)
         mod = importlib.util.module_from_spec(spec)

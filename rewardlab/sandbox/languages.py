@@ -164,7 +164,8 @@ def available() -> dict[str, str | None]:
     return {name: unavailable_reason(name) for name in LANGUAGES}
 
 
-_PUBLIC_CLASS = re.compile(r"^\s*public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)", re.M)
+# at the start of a line or after ';' / '}' (``import java.util.*; public class Solution {`` on one line)
+_PUBLIC_CLASS = re.compile(r"(?:^|[;}])\s*public\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)", re.M)
 
 
 def _java_class(source: str) -> str:
@@ -244,7 +245,8 @@ class Program:
 
 class CompileCache:
     """Compiled programs by ``(language, flags, sha256(source))``, least recently used out first,
-    bounded in bytes. Compile errors are cached too (the same source fails the same way). One
+    bounded in bytes. Compile errors the compiler itself reported are cached too (the same source
+    fails the same way); timeouts, memory and crashes are not (see ``_deterministic``). One
     compile per key at a time: other threads wanting it wait for its result."""
 
     def __init__(self, max_bytes: int = 512 << 20) -> None:
@@ -274,7 +276,7 @@ class CompileCache:
             ev.wait()
         try:
             prog = make()
-            if prog.status in ("ok", "compile_error"):  # sandbox failures are not remembered
+            if _deterministic(prog):  # timeouts, memory, crashes, sandbox failures are not remembered
                 size = sum(len(f["b64"]) for f in prog.files.values()) + len(prog.source) + 256
                 with self._lock:
                     self._d[key] = (prog, size)
@@ -296,6 +298,15 @@ class CompileCache:
 
 
 CACHE = CompileCache()
+
+
+def _deterministic(prog: Program) -> bool:
+    """Will the same source compile the same way next time? A success, or the compiler's own
+    verdict (non-zero exit, no program); not a timeout, memory cap or crash, which depend on the
+    limits, the load or the server and must not turn a correct source into a remembered 0."""
+    if prog.status == "ok":
+        return True
+    return prog.status == "compile_error" and prog.info.get("compile_status") in ("error", "ran")
 
 
 def compile_program(language: str, source: str, *, timeout: float = 30.0, pool: SandboxPool | None = None,
