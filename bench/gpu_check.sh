@@ -5,6 +5,7 @@
 # and, where vLLM imports, the vLLM engine, each synchronous and then with `--async-steps 1` (generation
 # one step ahead in a worker process, issue 26). Prints per-phase step time, rollout tokens/s and peak
 # GPU memory for each run, then each engine's async s/step next to its synchronous s/step.
+# Then the update alone by micro-batch layout (bench/packing.py, issue 38; PACKING=0 skips it).
 #
 #   bash bench/gpu_check.sh                          # PY=.venv/bin/python (needs a CUDA torch)
 #   PY=/opt/venv/bin/python VLLM_PY=/opt/vllm-venv/bin/python bash bench/gpu_check.sh
@@ -133,4 +134,18 @@ for e in "${engines[@]}"; do
     async=$(cat "$WORK/step-$1-k1.txt" 2>/dev/null || echo n/a)
     echo "$1: sync $sync s/step, async $async s/step"
 done
+# issue 38: the update alone by micro-batch layout (bench/packing.py): padded by count vs token budget vs packed vs
+# group-packed, on a Qwen3-0.6B-shaped random model (bf16) at the prime-rl trainer's setting, ~16k tokens per
+# micro-batch (their figure: 11.9k tok/s at 11.1% MFU on one H100), long-tail completion lengths. PACKING=0 skips.
+if [ "${PACKING:-1}" = 1 ]; then
+    echo "== update by micro-batch layout (bench/packing.py)"
+    if has_cuda "$PY"; then
+        "$PY" bench/packing.py --workloads longtail --device cuda --shape qwen3-0.6b --budget 16384 \
+            --micro-batch-size 8 --repeats 3 --json "$WORK/packing.json" \
+            && summary+=("packing ok") || summary+=("packing FAILED")
+    else
+        "$PY" bench/packing.py --workloads longtail --repeats 1 --json "$WORK/packing.json" \
+            && summary+=("packing ok") || summary+=("packing FAILED")
+    fi
+fi
 echo "== done: ${summary[*]}; runs in $WORK"

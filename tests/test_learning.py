@@ -146,3 +146,18 @@ def test_grpo_learns_at_a_sampled_recipe_and_its_controls_do_not(k, tiny_model_d
     monkeypatch.setattr(rewardlab.train.loop, "_ADVANTAGE_SIGN", -1.0)
     flipped = change(run(tmp_path / "f", tiny_model_dir, "grpo", "letters", k, **SAMPLED))
     assert rise >= RISE and flipped <= FLAT and noise <= NOISE, (rise, flipped, noise)
+
+
+@pytest.mark.parametrize("packing", ["sequences", "groups"])
+def test_grpo_learns_with_packed_token_budget_micro_batches_and_its_controls_do_not(packing, tiny_model_dir, tmp_path,
+                                                                                  monkeypatch):
+    """Micro-batches cut by a token budget (longest first) and laid out padding-free (rewardlab.train.sizes):
+    the same step's gradient as the padded layout, so the same learning and the same null controls."""
+    import rewardlab.train.loop
+
+    layout = {"packing": packing, "max_tokens_per_micro_batch": 160}
+    rise = change(run(tmp_path / "n", tiny_model_dir, "grpo", "letters", **layout))
+    noise = change(run(tmp_path / "r", tiny_model_dir, "grpo", "coin", **layout))
+    monkeypatch.setattr(rewardlab.train.loop, "_ADVANTAGE_SIGN", -1.0)
+    flipped = change(run(tmp_path / "f", tiny_model_dir, "grpo", "letters", **layout))
+    assert rise >= RISE and flipped <= FLAT and noise <= NOISE, (rise, flipped, noise)

@@ -93,7 +93,7 @@ def logprobs(logits: Any, tokens: Any, sampling: SamplingParams | None, *, with_
     """
     import torch  # lazy: see the module docstring
 
-    z = logits.float()  # (B, R, V)
+    z = logits if logits.dtype == torch.float64 else logits.float()  # (B, R, V) at least float32
     if sampling is not None and sampling.temperature != 1.0:
         z = z / float(sampling.temperature)
     keep = None
