@@ -51,8 +51,8 @@ def oom(e: BaseException) -> bool:
 
 def oom_error(where: str) -> RewardlabError:
     return RewardlabError(
-        f"out of memory during {where}; lower --micro-batch-size or --max-new-tokens, "
-        "add --gradient-checkpointing, or train fewer layers with --train-top-layers"
+        f"out of memory during {where}; lower --micro-batch-size (or --max-tokens-per-micro-batch) or "
+        "--max-new-tokens, add --gradient-checkpointing, or train fewer layers with --train-top-layers"
     )
 
 
