@@ -204,3 +204,11 @@ def test_grpo_loss_and_gradient_equal_trl_at_the_temperature(tiny_model_dir, tmp
     grads = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
         torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_top_k_1_under_kept_support_is_refused_with_what_to_change():
+    from rewardlab.train import build_config
+
+    with pytest.raises(RewardlabError, match="--top-k 1 under --logprob-support kept"):
+        build_config(None, {"top_k": "1"})
+    assert build_config(None, {"top_k": "1", "logprob_support": "full"}).top_k == 1

@@ -32,20 +32,20 @@ FLAT = {  # first dotted part under rewardlab -> package (flat modules of the ol
     "sandbox": "sandbox", "isolation": "sandbox",
     "__main__": "cli",
 }
-UTILITIES = {"errors", "locks", "logging", "plots", "jsonl", "fields", "seeds"}
+UTILITIES = {"errors", "locks", "logging", "plots", "jsonl", "fields", "seeds", "forkserver"}
 TOP = {"commands", "cli", "server"}
 ALLOWED: dict[str, set[str]] = {
     **{u: {"errors"} for u in UTILITIES},
     "testing": {"errors", "models", "tasks", "rewards"},
     "sandbox": {"errors"},
-    "rewards": {"errors", "sandbox", "jsonl"},
+    "rewards": {"errors", "sandbox", "jsonl", "forkserver"},
     "algos": {"errors"},
     "models": {"errors"},
     "tasks": {"models", "errors", "rewards", "jsonl"},
     "rollout": {"models", "errors", "fields", "seeds"},
     # train and eval run a tool rollout's code in the sandbox (--tools python)
     "train": {"algos", "rewards", "rollout", "sandbox", "tasks", "models", "logging", "plots", "locks", "errors",
-              "fields", "seeds"},
+              "fields", "seeds", "forkserver"},
     "eval": {"rewards", "rollout", "sandbox", "tasks", "models", "plots", "locks", "errors", "jsonl", "fields",
              "seeds"},
     "adapters": {"rewards", "errors"},

@@ -408,6 +408,9 @@ def validate(cfg: TrainConfig) -> None:
     _choice("algo", cfg.algo, ALGOS)
     _choice("rollout", cfg.rollout, ("hf", "vllm"))
     _choice("logprob_support", cfg.logprob_support, tuple(SUPPORTS))
+    if cfg.top_k == 1 and cfg.logprob_support == "kept":
+        raise RewardlabError("--top-k 1 under --logprob-support kept gives every sampled token probability 1, so "
+                             "nothing trains; use --logprob-support full (TRL's, verl's) or --top-k above 1")
     if cfg.rollout == "vllm" and cfg.logprob_support == "full" and (cfg.top_k or cfg.top_p < 1):
         raise RewardlabError("--logprob-support full with top-k / top-p needs --rollout hf (vLLM reports kept-set)")
     _choice("tools", cfg.tools, TOOLS)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection
 from typing import Any, Callable
 
-from rewardlab.rewards.math.extract import extract_answer
+from rewardlab.rewards.math.extract import ExtractionPolicy, extract_answer
 
 __all__ = ["question_of", "reference_of", "answer_sentence", "extract_judge_answer", "words_of"]
 
@@ -67,14 +67,16 @@ def answer_sentence(completion: str) -> str | None:
     return text or None
 
 
-def _math_or_text(completion: str, mode: str) -> tuple[str | None, dict[str, Any]]:
-    """The ``"math"`` / ``"text"`` extraction (see :func:`extract_judge_answer`)."""
+def _math_or_text(completion: str, mode: str, hedge_defence: bool = True) -> tuple[str | None, dict[str, Any]]:
+    """The ``"math"`` / ``"text"`` extraction (see :func:`extract_judge_answer`). The math reward's commitment
+    rule runs first; its ``hedge`` (several different final answers) is this judge's ``hack_hedge`` defence,
+    so disabling that defence also extracts without the commitment rule."""
     info: dict[str, Any] = {}
-    ex = extract_answer(completion)
+    ex = extract_answer(completion, None if hedge_defence else ExtractionPolicy(commitment=False))
     answer = ex.answer
     info["extraction"] = ex.method
     if answer is None and ex.problem not in (None, "no_answer"):
-        info["extraction_problem"] = ex.problem
+        info["extraction_problem"] = "hack_hedge" if ex.problem == "hedge" else ex.problem
     sentence = answer_sentence(completion) if ex.method in ("phrase", "none") else None
     if sentence is not None and answer is None and ex.problem in (None, "no_answer"):
         answer = sentence  # "The answer is <words>": the words, which the math extractor does not take
@@ -105,7 +107,7 @@ def extract_judge_answer(completion: str, extract: str | Callable[[str], str | N
         answer = extract(completion)
         info: dict[str, Any] = {"extraction": getattr(extract, "__name__", "custom")}
     else:
-        answer, info = _math_or_text(completion, extract)
+        answer, info = _math_or_text(completion, extract, hedge_defence="hedge" not in disabled)
     if answer is None and "extract" in disabled:
         answer = completion
         info["extraction"] = "whole_completion"
