@@ -73,13 +73,13 @@ import os  # noqa: E402
 import re  # noqa: E402
 import resource  # noqa: E402
 import select  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
 import confine  # noqa: E402
+import scrub  # noqa: E402
 import wire  # noqa: E402
 
 # Light modules solutions commonly import: loading them here makes forked workers start warm.
@@ -1245,23 +1245,11 @@ def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
         healthy = False
     os.close(vr)
     kill_descendants(cfg.get("tier") == "A")
-    _empty(scratch_root)
+    if not scrub.empty_dir(scratch_root):  # never run a job over another job's leftovers
+        healthy = False
     if not restore_state(cfg["_state"]):  # the next job must start from this server's own limits
         healthy = False
     return verdict, healthy
-
-
-def _empty(folder: str) -> None:
-    """Remove everything inside ``folder`` (the worker may write anywhere beneath it)."""
-    for name in os.listdir(folder):
-        p = os.path.join(folder, name)
-        if os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
 
 
 def main() -> int:
@@ -1281,7 +1269,7 @@ def main() -> int:
 
     def on_term(signum, frame):
         kill_descendants(cfg.get("tier") == "A")
-        shutil.rmtree(scratch_root, ignore_errors=True)
+        scrub.remove_tree(scratch_root)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -1324,7 +1312,7 @@ def main() -> int:
                 break
     finally:
         kill_descendants(cfg.get("tier") == "A")
-        shutil.rmtree(scratch_root, ignore_errors=True)
+        scrub.remove_tree(scratch_root)
     return 0
 
 
