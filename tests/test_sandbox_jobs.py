@@ -431,3 +431,43 @@ def test_a_deep_tree_is_removed_and_raises_nowhere(one_server):
     one_server.close()  # the parent's own removal (tier B: the host's /tmp) must not raise either
     if one_server.tier.name == "B":
         assert not any(os.path.lexists(s) for s in scratch), scratch
+
+
+# ------------------------------------------------------------------------------ the compile cache
+FILL_AND_HIDE = ("import os\nos.mkdir('keep')\nfor i in range(12):\n    try:\n"
+                 "        with open(f'keep/f{i}','wb') as f:\n            f.write(b'x'*(30<<20))\n"
+                 "    except OSError:\n        break\nos.chmod('keep',0)\nprint(5)\n")
+
+
+def test_a_full_scratch_does_not_fail_the_next_compile(one_server):
+    """Job 1 fills the scratch (the 256 MiB tmpfs of tier A) and hides its files; the next job,
+    a correct C source never compiled before, compiles and runs."""
+    _need("c")
+    one_server.execute(FILL_AND_HIDE, stdin="", expected_stdout="5\n", timeout=20)
+    src = CORRECT["c"] + f"/* {os.getpid()} {id(one_server)} */\n"  # a fresh cache key
+    r = _run(one_server, "c", src)
+    assert (r.status, r.stdout) == ("ran", "5\n"), r
+
+
+@pytest.mark.parametrize("message", [
+    "gcc: fatal error: cannot execute 'cc1': vfork: Resource temporarily unavailable",
+    "/usr/bin/ld: final link failed: No space left on device",
+    "cc1: out of memory allocating 65536 bytes\nCannot allocate memory",
+    "gcc: fatal error: Killed signal terminated program cc1",
+])
+def test_a_compile_error_of_exhausted_resources_is_not_cached(message):
+    """F2/F3 of the red-team: a compile that failed because an earlier (or concurrent) job filled
+    the disk or the process table is not remembered as the source's compile error."""
+    from rewardlab.sandbox.languages import CompileCache, Program
+
+    cache, calls = CompileCache(), []
+
+    def make(text):
+        calls.append(text)
+        return Program("c", False, "compile_error", source="x", info={"compile_status": "error", "error": text})
+
+    cache.get_or_compile(("c", (), "k"), lambda: make(message))
+    again = cache.get_or_compile(("c", (), "k"), lambda: make("the compiler's own error"))
+    assert (again.cached, len(calls)) == (False, 2), again
+    third = cache.get_or_compile(("c", (), "k"), lambda: make("x.c:1:1: error: expected ';'"))
+    assert third.cached, "the compiler's own deterministic error is remembered"
