@@ -1210,8 +1210,18 @@ def restore_state(want: tuple) -> bool:
 
 
 def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
-    timeout = float(hdr["timeout"])
     job_dir = tempfile.mkdtemp(prefix="job-", dir=scratch_root)
+    if cfg.get("landlock"):  # per job: its own dir is writable, the scratch root not even listable
+        cfg["_ruleset"] = confine.landlock_ruleset(cfg["_ll_reads"], [job_dir, "/dev/null"], abi=cfg["_abi"])
+    try:
+        return _run_job(cfg, hdr, scratch_root, job_dir)
+    finally:
+        if cfg.get("_ruleset", -1) >= 0:
+            os.close(cfg.pop("_ruleset"))
+
+
+def _run_job(cfg: dict, hdr: dict, scratch_root: str, job_dir: str) -> tuple[dict, bool]:
+    timeout = float(hdr["timeout"])
     nproc = int(hdr["nproc"]) + (uid_task_count() if cfg.get("nproc_mode") == "uid" else 8)
     vr, vw = os.pipe()
     pid = os.fork()
@@ -1279,10 +1289,10 @@ def main() -> int:
         wire.send(1, {"error": "Landlock is required but unavailable"})
         return 1
     if cfg.get("landlock"):
-        # built once; every worker restricts itself with it. Writable: this server's scratch root,
-        # which is emptied after every job.
-        cfg["_ruleset"] = confine.landlock_ruleset(
-            list(cfg["read_paths"]) + ["/dev/urandom", "/dev/zero"], [scratch_root, "/dev/null"], abi=abi)
+        # checked once here; each job then gets a ruleset whose only writable dir is its own
+        cfg["_ll_reads"] = list(cfg["read_paths"]) + ["/dev/urandom", "/dev/zero"]
+        cfg["_abi"] = abi
+        os.close(confine.landlock_ruleset(cfg["_ll_reads"], [scratch_root, "/dev/null"], abi=abi))  # usable?
     if cfg.get("seccomp") and seccomp_ok:
         confine.prepare_seccomp()
     if cfg.get("seccomp") and not seccomp_ok:

@@ -414,7 +414,8 @@ def test_hidden_files_do_not_carry_answers_to_the_next_job(lang, one_server):
 
 DEEP = ("import os\na,b=map(int,input().split())\nfor i in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
         "open('secret','w').write(str(a+b))\nprint(a+b)\n")
-FIND_DEEP = ("import os\nroot=os.path.dirname(os.getcwd())\nout='0'\nfor n in os.listdir(root):\n"
+FIND_DEEP = ("import os\nroot=os.path.dirname(os.getcwd())\nout='0'\ntry:\n    names=os.listdir(root)\n"
+             "except OSError:\n    names=[]\nfor n in names:\n"
              "    p=os.path.join(root,n)\n    if p==os.getcwd() or not os.path.isdir(os.path.join(p,'d')):\n"
              "        continue\n    os.chdir(p)\n    while os.path.isdir('d'):\n        os.chdir('d')\n"
              "    if os.path.exists('secret'):\n        out=open('secret').read()\nprint(out)\n")
@@ -471,3 +472,13 @@ def test_a_compile_error_of_exhausted_resources_is_not_cached(message):
     assert (again.cached, len(calls)) == (False, 2), again
     third = cache.get_or_compile(("c", (), "k"), lambda: make("x.c:1:1: error: expected ';'"))
     assert third.cached, "the compiler's own deterministic error is remembered"
+
+
+def test_a_job_cannot_list_or_enter_the_scratch_root(one_server):
+    """Landlock per job: only the job's own dir is writable (and readable) under the scratch root,
+    so the dirs of other jobs could not even be listed were any left."""
+    src = ("import os\nroot=os.path.dirname(os.getcwd())\nout=[]\nfor f in (lambda: os.listdir(root),"
+           " lambda: os.mkdir(os.path.join(root,'x'))):\n    try:\n        f()\n        out.append('allowed')\n"
+           "    except OSError:\n        out.append('denied')\nprint(*out)\n")
+    r = one_server.execute(src, stdin="", expected_stdout="denied denied\n", timeout=10)
+    assert r.passed, r
