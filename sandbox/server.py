@@ -73,13 +73,13 @@ import os  # noqa: E402
 import re  # noqa: E402
 import resource  # noqa: E402
 import select  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
 import confine  # noqa: E402
+import scrub  # noqa: E402
 import wire  # noqa: E402
 
 # Light modules solutions commonly import: loading them here makes forked workers start warm.
@@ -1210,8 +1210,18 @@ def restore_state(want: tuple) -> bool:
 
 
 def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
-    timeout = float(hdr["timeout"])
     job_dir = tempfile.mkdtemp(prefix="job-", dir=scratch_root)
+    if cfg.get("landlock"):  # per job: its own dir is writable, the scratch root not even listable
+        cfg["_ruleset"] = confine.landlock_ruleset(cfg["_ll_reads"], [job_dir, "/dev/null"], abi=cfg["_abi"])
+    try:
+        return _run_job(cfg, hdr, scratch_root, job_dir)
+    finally:
+        if cfg.get("_ruleset", -1) >= 0:
+            os.close(cfg.pop("_ruleset"))
+
+
+def _run_job(cfg: dict, hdr: dict, scratch_root: str, job_dir: str) -> tuple[dict, bool]:
+    timeout = float(hdr["timeout"])
     nproc = int(hdr["nproc"]) + (uid_task_count() if cfg.get("nproc_mode") == "uid" else 8)
     vr, vw = os.pipe()
     pid = os.fork()
@@ -1245,23 +1255,11 @@ def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
         healthy = False
     os.close(vr)
     kill_descendants(cfg.get("tier") == "A")
-    _empty(scratch_root)
+    if not scrub.empty_dir(scratch_root):  # never run a job over another job's leftovers
+        healthy = False
     if not restore_state(cfg["_state"]):  # the next job must start from this server's own limits
         healthy = False
     return verdict, healthy
-
-
-def _empty(folder: str) -> None:
-    """Remove everything inside ``folder`` (the worker may write anywhere beneath it)."""
-    for name in os.listdir(folder):
-        p = os.path.join(folder, name)
-        if os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
 
 
 def main() -> int:
@@ -1281,7 +1279,7 @@ def main() -> int:
 
     def on_term(signum, frame):
         kill_descendants(cfg.get("tier") == "A")
-        shutil.rmtree(scratch_root, ignore_errors=True)
+        scrub.remove_tree(scratch_root)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -1291,10 +1289,10 @@ def main() -> int:
         wire.send(1, {"error": "Landlock is required but unavailable"})
         return 1
     if cfg.get("landlock"):
-        # built once; every worker restricts itself with it. Writable: this server's scratch root,
-        # which is emptied after every job.
-        cfg["_ruleset"] = confine.landlock_ruleset(
-            list(cfg["read_paths"]) + ["/dev/urandom", "/dev/zero"], [scratch_root, "/dev/null"], abi=abi)
+        # checked once here; each job then gets a ruleset whose only writable dir is its own
+        cfg["_ll_reads"] = list(cfg["read_paths"]) + ["/dev/urandom", "/dev/zero"]
+        cfg["_abi"] = abi
+        os.close(confine.landlock_ruleset(cfg["_ll_reads"], [scratch_root, "/dev/null"], abi=abi))  # usable?
     if cfg.get("seccomp") and seccomp_ok:
         confine.prepare_seccomp()
     if cfg.get("seccomp") and not seccomp_ok:
@@ -1324,7 +1322,7 @@ def main() -> int:
                 break
     finally:
         kill_descendants(cfg.get("tier") == "A")
-        shutil.rmtree(scratch_root, ignore_errors=True)
+        scrub.remove_tree(scratch_root)
     return 0
 
 

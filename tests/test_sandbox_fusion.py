@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardlab.sandbox.fusion import run_code, serve_in_thread
+from rewardlab.sandbox.fusion import parse_body, run_code, serve_in_thread
 from rewardlab.sandbox.languages import available
 
 REPO = Path(__file__).resolve().parent.parent
@@ -203,3 +203,48 @@ def test_a_compile_timeout_is_not_remembered(url):
     assert short["compile_result"]["status"] == "TimeLimitExceeded", short
     ok = post(url, {"code": src, "language": "c", "compile_timeout": 60})
     assert ok["status"] == "Success" and ok["run_result"]["stdout"] == "41\n", ok
+
+
+def test_an_unterminated_string_of_escaped_quotes_is_refused_in_linear_time(url):
+    """F5 of the red-team: ``{"code": "`` + ``\\"`` * n took quadratic time in the bracket
+    pre-check (96 KB: 25 s, every other request waiting); now a prompt 400."""
+    import time
+
+    for n in (48_000, 1_000_000):
+        raw = b'{"code": "' + b'\\"' * n
+        t0 = time.monotonic()
+        status, body = raw_post(url, raw)
+        assert status == 400, (status, body)
+        assert time.monotonic() - t0 < 3.0, f"{len(raw)} bytes took {time.monotonic() - t0:.1f}s"
+    t0 = time.monotonic()
+    with pytest.raises(ValueError):
+        parse_body(b'{"code": "' + b'\\"' * 2_000_000 + b'", "x": ' + b'"\\"' * 200_000)
+    assert time.monotonic() - t0 < 3.0
+
+
+def test_a_utf16_body_does_not_bypass_the_nesting_check(url):
+    """F6 of the red-team: json.loads(bytes) accepts UTF-16, which the byte-level bracket count
+    did not read: a body must be UTF-8 (400 otherwise), and its brackets are counted as text."""
+    deep = '{"a": "\u0122", "code": "print(1)", "x": ' + "[" * 5000 + "]" * 5000 + "}"  # U+0122: bytes 22 01
+    wide = '{"a": "\u0122", "code": "print(1)", "y": [' + ",".join(["[]"] * 300_000) + "]}"
+    for enc in ("utf-16", "utf-16-le", "utf-32"):
+        for text in (deep, wide):
+            status, body = raw_post(url, text.encode(enc))
+            assert status == 400, (enc, status, body)
+    status, body = raw_post(url, '{"code": "print(1)", "language": "python"}'.encode("utf-16"))
+    assert status == 400 and "UTF-8" in body["detail"], (status, body)
+    status, body = raw_post(url, '{"code": "print(\'é\')", "language": "python"}'.encode())
+    assert status == 200 and body["run_result"]["stdout"] == "é\n", body
+
+
+BAD_FIELDS = [  # raw body tail, field the 400 must name
+    ('"fetch_files": 5', "fetch_files"), ('"fetch_files": [1]', "fetch_files"), ('"files": [1]', "files"),
+    ('"files": {"a": 5}', "files"), ('"stdin": ["a"]', "stdin"), ('"stdin": 5', "stdin"),
+    ('"memory_limit_MB": 1' + "0" * 5000, "memory_limit_MB"), ('"run_timeout": -' + "9" * 5000, "run_timeout"),
+]
+
+
+@pytest.mark.parametrize("tail,field", BAD_FIELDS, ids=[f for _, f in BAD_FIELDS])
+def test_malformed_fields_are_a_400_naming_the_field(url, tail, field):
+    status, body = raw_post(url, ('{"code": "print(1)", "language": "python", %s}' % tail).encode())
+    assert status == 400 and field in body["detail"], (status, body)

@@ -371,3 +371,114 @@ def test_seccomp_filter_allows_the_job_itself_only(deny_ipc, tmp_path):
             "own_affinity": "ok", "parent_affinity": "EPERM", "parent_scheduler": "EPERM", "parent_param": "EPERM",
             "sysv_shm": "EPERM" if deny_ipc else "ok"}
     assert got == want
+
+
+# ------------------------------------------------------------------------------ files between jobs
+# job 1 solves "2 3", stores the answer in keep/inner/secret and hides it (chmod 000 keep); job 2
+# lists the scratch root (its cwd's parent), restores the permissions and replays what it finds
+HIDE_AND_FIND = {
+    "python": ("import os\na,b=map(int,input().split())\nos.makedirs('keep/inner')\n"
+               "open('keep/inner/secret','w').write(str(a+b))\nos.chmod('keep/inner',0o500)\nos.chmod('keep',0)\n"
+               "print(a+b)\n",
+               "import os\nroot=os.path.dirname(os.getcwd())\nout='0'\nfor d in os.listdir(root):\n"
+               "    p=os.path.join(root,d,'keep')\n    try:\n        os.chmod(p,0o700)\n"
+               "        os.chmod(p+'/inner',0o700)\n        out=open(p+'/inner/secret').read()\n"
+               "    except OSError:\n        pass\nprint(out)\n"),
+    "bash": ("read a b\nmkdir -p keep/inner\necho $((a+b)) > keep/inner/secret\nchmod 500 keep/inner\nchmod 000 keep\n"
+             "echo $((a+b))\n",
+             "out=0\nfor p in \"$(dirname \"$PWD\")\"/*/keep; do\n  chmod 700 \"$p\" 2>/dev/null && "
+             "chmod 700 \"$p/inner\" 2>/dev/null && out=$(cat \"$p/inner/secret\")\ndone\necho $out\n"),
+    "c": ("#include <stdio.h>\n#include <sys/stat.h>\nint main(void){int a,b;scanf(\"%d %d\",&a,&b);"
+          "mkdir(\"keep\",0700);mkdir(\"keep/inner\",0700);FILE*f=fopen(\"keep/inner/secret\",\"w\");"
+          "fprintf(f,\"%d\",a+b);fclose(f);chmod(\"keep/inner\",0500);chmod(\"keep\",0);printf(\"%d\\n\",a+b);"
+          "return 0;}\n",
+          "#include <stdio.h>\n#include <string.h>\n#include <libgen.h>\n#include <dirent.h>\n#include <unistd.h>\n"
+          "#include <sys/stat.h>\nint main(void){char cwd[4096],p[8192],out[64]=\"0\";getcwd(cwd,sizeof cwd);"
+          "char*root=dirname(cwd);DIR*d=opendir(root);struct dirent*e;while(d&&(e=readdir(d))){"
+          "snprintf(p,sizeof p,\"%s/%s/keep\",root,e->d_name);if(chmod(p,0700))continue;strcat(p,\"/inner\");"
+          "chmod(p,0700);strcat(p,\"/secret\");FILE*f=fopen(p,\"r\");if(f){if(!fgets(out,sizeof out,f))"
+          "strcpy(out,\"0\");fclose(f);}}puts(out);return 0;}\n"),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(HIDE_AND_FIND))
+def test_hidden_files_do_not_carry_answers_to_the_next_job(lang, one_server):
+    hide, find = HIDE_AND_FIND[lang]
+    r1 = _run(one_server, lang, hide)
+    assert (r1.status, r1.stdout.strip()) == ("ran", "5"), r1
+    r2 = _run(one_server, lang, find)
+    assert r2.stdout.strip() != "5", f"{lang}: job 2 read job 1's chmod-000 files ({r2})"
+    r3 = _run(one_server, lang, CORRECT[lang])
+    assert (r3.status, r3.stdout.strip()) == ("ran", "5"), r3
+
+
+DEEP = ("import os\na,b=map(int,input().split())\nfor i in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
+        "open('secret','w').write(str(a+b))\nprint(a+b)\n")
+FIND_DEEP = ("import os\nroot=os.path.dirname(os.getcwd())\nout='0'\ntry:\n    names=os.listdir(root)\n"
+             "except OSError:\n    names=[]\nfor n in names:\n"
+             "    p=os.path.join(root,n)\n    if p==os.getcwd() or not os.path.isdir(os.path.join(p,'d')):\n"
+             "        continue\n    os.chdir(p)\n    while os.path.isdir('d'):\n        os.chdir('d')\n"
+             "    if os.path.exists('secret'):\n        out=open('secret').read()\nprint(out)\n")
+
+
+def test_a_deep_tree_is_removed_and_raises_nowhere(one_server):
+    """3,000 nested dirs (past Python's recursion limit and PATH_MAX): the job itself is fine,
+    the next job finds nothing, and neither the server nor the caller sees an exception."""
+    r1 = _run(one_server, "python", DEEP)
+    assert (r1.status, r1.stdout.strip()) == ("ran", "5"), r1
+    r2 = _run(one_server, "python", FIND_DEEP)
+    assert (r2.status, r2.stdout.strip()) == ("ran", "0"), r2
+    scratch = [s.scratch for s in one_server._idle]
+    one_server.close()  # the parent's own removal (tier B: the host's /tmp) must not raise either
+    if one_server.tier.name == "B":
+        assert not any(os.path.lexists(s) for s in scratch), scratch
+
+
+# ------------------------------------------------------------------------------ the compile cache
+FILL_AND_HIDE = ("import os\nos.mkdir('keep')\nfor i in range(12):\n    try:\n"
+                 "        with open(f'keep/f{i}','wb') as f:\n            f.write(b'x'*(30<<20))\n"
+                 "    except OSError:\n        break\nos.chmod('keep',0)\nprint(5)\n")
+
+
+def test_a_full_scratch_does_not_fail_the_next_compile(one_server):
+    """Job 1 fills the scratch (the 256 MiB tmpfs of tier A) and hides its files; the next job,
+    a correct C source never compiled before, compiles and runs."""
+    _need("c")
+    one_server.execute(FILL_AND_HIDE, stdin="", expected_stdout="5\n", timeout=20)
+    src = CORRECT["c"] + f"/* {os.getpid()} {id(one_server)} */\n"  # a fresh cache key
+    r = _run(one_server, "c", src)
+    assert (r.status, r.stdout) == ("ran", "5\n"), r
+
+
+@pytest.mark.parametrize("message", [
+    "gcc: fatal error: cannot execute 'cc1': vfork: Resource temporarily unavailable",
+    "/usr/bin/ld: final link failed: No space left on device",
+    "cc1: out of memory allocating 65536 bytes\nCannot allocate memory",
+    "gcc: fatal error: Killed signal terminated program cc1",
+])
+def test_a_compile_error_of_exhausted_resources_is_not_cached(message):
+    """F2/F3 of the red-team: a compile that failed because an earlier (or concurrent) job filled
+    the disk or the process table is not remembered as the source's compile error."""
+    from rewardlab.sandbox.languages import CompileCache, Program
+
+    cache, calls = CompileCache(), []
+
+    def make(text):
+        calls.append(text)
+        return Program("c", False, "compile_error", source="x", info={"compile_status": "error", "error": text})
+
+    cache.get_or_compile(("c", (), "k"), lambda: make(message))
+    again = cache.get_or_compile(("c", (), "k"), lambda: make("the compiler's own error"))
+    assert (again.cached, len(calls)) == (False, 2), again
+    third = cache.get_or_compile(("c", (), "k"), lambda: make("x.c:1:1: error: expected ';'"))
+    assert third.cached, "the compiler's own deterministic error is remembered"
+
+
+def test_a_job_cannot_list_or_enter_the_scratch_root(one_server):
+    """Landlock per job: only the job's own dir is writable (and readable) under the scratch root,
+    so the dirs of other jobs could not even be listed were any left."""
+    src = ("import os\nroot=os.path.dirname(os.getcwd())\nout=[]\nfor f in (lambda: os.listdir(root),"
+           " lambda: os.mkdir(os.path.join(root,'x'))):\n    try:\n        f()\n        out.append('allowed')\n"
+           "    except OSError:\n        out.append('denied')\nprint(*out)\n")
+    r = one_server.execute(src, stdin="", expected_stdout="denied denied\n", timeout=10)
+    assert r.passed, r

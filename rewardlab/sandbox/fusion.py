@@ -44,8 +44,9 @@ _MAX_CONTAINERS = 100_000  # arrays and objects in one request body
 # numeric fields: (default when absent, null or 0, lowest, highest, must be a whole number)
 NUMBERS = {"compile_timeout": (10.0, 0.0, 600.0, False), "run_timeout": (10.0, 0.0, 600.0, False),
            "memory_limit_MB": (1024, 1, 65536, True)}
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+# one token of the pre-check: a whole string, a bracket, or a quote that opens no complete string
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.S)
+_MAX_DIGITS = 400  # a longer JSON integer is read as infinite (the field's check then names it)
 
 
 class BadRequest(RewardlabError, ValueError):
@@ -67,25 +68,66 @@ def _number(req: dict, name: str) -> float:
     return int(v) if whole else float(v)
 
 
+def _parse_int(text: str) -> int | float:
+    if len(text) > _MAX_DIGITS:
+        return -math.inf if text.startswith("-") else math.inf
+    return int(text)
+
+
+def _check_nesting(text: str) -> None:
+    """One linear pass over ``text``'s tokens (``_TOKEN``: each string is matched once, from its
+    opening quote; an unterminated one ends the pass), counting brackets outside strings."""
+    depth = containers = 0
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok == '"':
+            raise BadRequest("bad JSON: an unterminated string")
+        if tok in "[{":
+            depth += 1
+            containers += 1
+            if depth > _MAX_DEPTH:
+                raise BadRequest(f"the body's arrays/objects are nested deeper than {_MAX_DEPTH}")
+            if containers > _MAX_CONTAINERS:
+                raise BadRequest(f"the body has more than {_MAX_CONTAINERS} nested or listed arrays/objects")
+        elif tok in "]}":
+            depth -= 1
+
+
 def parse_body(raw: bytes) -> dict:
     """A request body as a JSON object, refusing (``BadRequest``) what the stdlib parser cannot
-    take safely: nesting deeper than ``_MAX_DEPTH`` or more than ``_MAX_CONTAINERS`` arrays and
-    objects (checked on the body's brackets outside strings before parsing)."""
-    brackets = _STRING.sub(b'""', raw).translate(None, _NOT_BRACKETS)
-    if len(brackets) > 2 * _MAX_CONTAINERS:
-        raise BadRequest(f"the body has more than {_MAX_CONTAINERS} nested or listed arrays/objects")
-    depth = 0
-    for ch in brackets:
-        depth += 1 if ch in b"[{" else -1
-        if depth > _MAX_DEPTH:
-            raise BadRequest(f"the body's arrays/objects are nested deeper than {_MAX_DEPTH}")
+    take safely: a body that is not UTF-8 (``json.loads`` of bytes would also take UTF-16/32,
+    which the bracket count would misread), nesting deeper than ``_MAX_DEPTH`` or more than
+    ``_MAX_CONTAINERS`` arrays and objects (counted outside strings in one linear pass before
+    parsing), integers of more than ``_MAX_DIGITS`` digits (read as infinite)."""
     try:
-        req = json.loads(raw)
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError:
+        raise BadRequest("the body must be UTF-8 JSON") from None
+    _check_nesting(text)
+    try:
+        req = json.loads(text, parse_int=_parse_int)
     except (ValueError, RecursionError) as e:
         raise BadRequest(f"bad JSON: {e}") from None
     if not isinstance(req, dict):
         raise BadRequest("the body must be a JSON object")
     return req
+
+
+def _files_stdin_fetch(req: dict) -> tuple[dict[str, bytes], str, list[str]]:
+    """``files`` (name -> base64 string), ``stdin`` (a string) and ``fetch_files`` (a list of
+    names) of a request; anything else is a ``BadRequest`` naming the field."""
+    files, stdin, fetch = req.get("files") or {}, req.get("stdin"), req.get("fetch_files") or []
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        raise BadRequest("files must be an object of file name -> base64 string")
+    try:
+        extra = {str(k): base64.b64decode(v) for k, v in files.items()}
+    except ValueError as e:
+        raise BadRequest(f"files: bad base64: {e}") from None
+    if stdin is not None and not isinstance(stdin, str):
+        raise BadRequest(f"stdin must be a string, got {type(stdin).__name__}")
+    if not isinstance(fetch, list) or not all(isinstance(f, str) for f in fetch):
+        raise BadRequest("fetch_files must be a list of file names")
+    return extra, stdin or "", fetch
 
 
 def _python_program(code: str) -> Program:
@@ -116,10 +158,7 @@ def run_code(req: dict, *, pool: SandboxPool | None = None) -> dict:
     mem = int(_number(req, "memory_limit_MB"))
     pool = pool or get_pool()
     limits = Limits(memory_mb=max(64, mem))
-    try:
-        extra = {str(k): base64.b64decode(v) for k, v in (req.get("files") or {}).items()}
-    except (ValueError, TypeError, AttributeError) as e:
-        return dict(out, status="SandboxError", message=f"bad files: {e}")
+    extra, stdin, fetch = _files_stdin_fetch(req)
     if lang.name == "python":
         prog = _python_program(code)
     else:
@@ -139,8 +178,7 @@ def run_code(req: dict, *, pool: SandboxPool | None = None) -> dict:
             else:
                 out["compile_result"] = _result("Finished", ct, 1, "", str(prog.info.get("error") or ""))
                 return dict(out, message="compile error")
-    fetch = [str(f) for f in (req.get("fetch_files") or [])]
-    r = run_program(prog, str(req.get("stdin") or ""), timeout=run_timeout, pool=pool, limits=limits,
+    r = run_program(prog, stdin, timeout=run_timeout, pool=pool, limits=limits,
                     extra_files=extra or None)
     if r.status == "sandbox_error":
         return dict(out, status="SandboxError", message=str(r.error))

@@ -40,7 +40,7 @@ from types import ModuleType
 
 from rewardlab.errors import RewardlabError
 
-RUNTIME_FILES = ("server.py", "wire.py", "confine.py", "launch.py", "__init__.py")
+RUNTIME_FILES = ("server.py", "wire.py", "confine.py", "scrub.py", "launch.py", "__init__.py")
 INSIDE_RUNTIME = "/opt/rewardlab-sandbox"
 TMPFS_BYTES = 256 << 20
 

@@ -300,12 +300,23 @@ class CompileCache:
 CACHE = CompileCache()
 
 
+# what a compiler prints when the machine, not the source, failed it (full disk, no processes or
+# memory left, a signal): such an error says nothing about the source and is never remembered
+_EXHAUSTED = re.compile(r"no space left on device|disk quota exceeded|resource temporarily unavailable|"
+                        r"\beagain\b|\benospc\b|\benomem\b|vfork|cannot fork|fork: |cannot allocate memory|"
+                        r"out of memory|too many open files|\bkilled\b|signal|file size limit", re.I)
+
+
 def _deterministic(prog: Program) -> bool:
     """Will the same source compile the same way next time? A success, or the compiler's own
     verdict (non-zero exit, no program); not a timeout, memory cap or crash, which depend on the
-    limits, the load or the server and must not turn a correct source into a remembered 0."""
+    limits, the load or the server and must not turn a correct source into a remembered 0; nor an
+    error whose output shows exhausted resources (``_EXHAUSTED``: a job before this one may have
+    filled the disk or the process table)."""
     if prog.status == "ok":
         return True
+    if prog.info.get("exhausted") or _EXHAUSTED.search(str(prog.info.get("error") or "")):
+        return False
     return prog.status == "compile_error" and prog.info.get("compile_status") in ("error", "ran")
 
 
@@ -345,6 +356,8 @@ def compile_program(language: str, source: str, *, timeout: float = 30.0, pool: 
         if v["status"] == "sandbox_error":
             return Program(lang.name, False, "sandbox_error", source=source, info=dict(info, error=v.get("error")))
         text = (v.get("stderr") or "") + (v.get("stdout") or "")
+        if _EXHAUSTED.search(text + str(v.get("error") or "")):
+            info["exhausted"] = True  # the machine failed the compile, not the source: not cached
         lines = [ln for ln in text.splitlines() if ln.strip()][:12]
         err = "\n".join(lines)[:2000] or str(v.get("error") or v["status"])
         if v["status"] != "error":

@@ -33,7 +33,6 @@ from __future__ import annotations
 import atexit
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import threading
@@ -45,6 +44,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.sandbox.isolation import Tier, detect_tier, load_runtime_module
 
 wire = load_runtime_module("wire")
+scrub = load_runtime_module("scrub")
 
 STATUSES = ("pass", "fail", "timeout", "memory", "crash", "output_limit", "error", "sandbox_error")
 
@@ -166,7 +166,10 @@ class _Server:
         except OSError:
             pass
         if self.scratch and os.path.isdir(self.scratch):
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            try:  # not shutil.rmtree: a job's chmod 000 dirs or deep trees must not survive or raise here
+                scrub.remove_tree(self.scratch)
+            except Exception:  # noqa: BLE001 - cleanup never fails the caller
+                pass
 
 
 class SandboxPool:
