@@ -16,7 +16,6 @@ Clip-Cov choose their tokens over the whole optimizer step from a no-grad pass o
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,6 +53,31 @@ class Corrected:
     rollout_lp: torch.Tensor  # (B, R)
 
 
+@dataclass
+class Micro:
+    """One micro-batch of an optimizer step, with what was computed for it before the update."""
+
+    key: tuple[int, int]
+    """(mini-batch index, micro-batch index)."""
+    samples: list[Sample]
+    old_lp: torch.Tensor | None = None  # (B, R) the pre-update policy's (off-policy steps, corrections)
+    ref_lp: torch.Tensor | None = None  # (B, R) the reference model's (KL)
+    frozen: torch.Tensor | None = None  # (B, P+R, H) the frozen blocks' output (--train-top-layers)
+    corrected: Corrected | None = None  # the rollout correction (--correction)
+    select: torch.Tensor | None = None  # (B, R) KL-Cov / Clip-Cov's tokens, chosen per optimizer step
+
+
+@dataclass(frozen=True)
+class Step:
+    """What every micro-batch of one optimizer step shares."""
+
+    epoch: int
+    num_tokens: float  # the whole step's response tokens (all micro-batches, all ranks)
+    num_seqs: float  # and sequences
+    eps: tuple[float, float] | None  # the KL-adaptive clip range (--clip-adapt kl), else the preset's
+    bog: tuple[float, int]  # best-of-group NLL coefficient and the step's best-of-group tokens
+
+
 def update_policy(run: Run, batch: Batch) -> Update:
     """mini-batches x epochs optimizer steps on the kept samples, then push the weights to the engine."""
     cfg, sizes, kept = run.cfg, run.sizes, batch.kept
@@ -61,13 +85,14 @@ def update_policy(run: Run, batch: Batch) -> Update:
         return dpo_update(run, batch)
     t0 = time.perf_counter()
     per_mb = sizes.completions_per_mini_batch  # global; each rank trains on its shard of it
-    minis = [cut(run, distributed.shard(kept[i : i + per_mb], run.dist)) for i in range(0, len(kept), per_mb)]
+    minis = [[Micro((mi, ui), micro) for ui, micro in enumerate(cut(run, shard_of(run, kept[i : i + per_mb])))]
+             for mi, i in enumerate(range(0, len(kept), per_mb))]
     # engine-vs-trainer log-prob mismatch: only when the engine gave every sampled token's log-prob
     update = Update(mismatch_on=all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.token_ids)
                                     for s in kept))
     try:
-        old_lp, ref_lp, frozen_h = frozen_logprobs(run, minis)
-        corrected = correct_batch(run, minis, old_lp, update)
+        frozen_logprobs(run, minis)
+        correct_batch(run, minis, update)
         eps = run.clip_adapt.current() if run.clip_adapt is not None else None  # KL-adaptive clip range
         bog = (extras.bog_coef(batch.step, cfg.steps, run.algo.bog_coef, run.algo.bog_warmup)
                if run.algo.bog_coef else 0.0)
@@ -76,14 +101,11 @@ def update_policy(run: Run, batch: Batch) -> Update:
             run.critic.train()
         for epoch in range(cfg.epochs):
             for mi, mb in enumerate(minis):
-                num_tokens, num_seqs = step_denominators(run, mb, mi, corrected)
-                select = cov_selection(run, mb, mi, old_lp if epoch == 0 and mi == 0 else None, corrected)
-                bog_tokens = max(1, sum(s.model_tokens for u in mb for s in u if s.bog))  # the step's best-of-group
-                for ui, micro in enumerate(mb):
-                    m = micro_step(run, micro, (mi, ui), epoch, old_lp, ref_lp,
-                                   frozen_h, num_tokens, num_seqs, update, corrected.get((mi, ui)),
-                                   select.get((mi, ui)), eps, (bog, bog_tokens))
-                    update.loss_metrics.append(m)
+                cov_selection(run, mb, reuse_old=epoch == 0 and mi == 0)
+                bog_tokens = max(1, sum(s.model_tokens for m in mb for s in m.samples if s.bog))
+                step = Step(epoch, *step_denominators(run, mb), eps, (bog, bog_tokens))
+                for micro in mb:
+                    update.loss_metrics.append(micro_step(run, micro, step, update))
                 max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
                 update.grad_norms.append(distributed.clip_grad_norm(run.model, max_norm))
                 run.optimizer.step()
@@ -143,27 +165,34 @@ def dpo_update(run: Run, batch: Batch) -> Update:
     return update
 
 
-def frozen_logprobs(run: Run, minis: list[list[list[Sample]]]) -> tuple[dict, dict, dict]:
-    """Old log-probs (off-policy steps) and reference log-probs, before any update, keyed by (mini, micro).
+def frozen_logprobs(run: Run, minis: list[list[Micro]]) -> None:
+    """Old log-probs (off-policy steps, corrections) and reference log-probs of every micro-batch, before any update.
 
     Off-policy (several optimizer steps per rollout), lp_old comes from the training model before any
     update, never from the inference engine; with --train-top-layers the frozen blocks' output is kept."""
-    old_lp: dict[tuple[int, int], Any] = {}
-    ref_lp: dict[tuple[int, int], Any] = {}
-    frozen_h: dict[tuple[int, int], Any] = {}
     need_old = run.sizes.off_policy or run.correction is not None  # correction: the trainer's pre-update lp
     if not (need_old or run.ref_model is not None):
-        return old_lp, ref_lp, frozen_h
+        return
     run.model.eval()
     with torch.no_grad():
-        for key, micro in micro_batches(minis):
+        for m in (m for mb in minis for m in mb):
             if need_old:
-                old_lp[key], _, hidden = run.logprobs(run.model, micro, prefix=run.prefix)
-                if hidden is not None:
-                    frozen_h[key] = hidden  # (B, P+R, H) input of the first trained block
+                m.old_lp, _, m.frozen = run.logprobs(run.model, m.samples, prefix=run.prefix)  # (B, R), hidden
             if run.ref_model is not None:
-                ref_lp[key] = run.logprobs(run.ref_model, micro)[0]  # (B, R)
-    return old_lp, ref_lp, frozen_h
+                m.ref_lp = run.logprobs(run.ref_model, m.samples)[0]  # (B, R)
+
+
+def shard_of(run: Run, samples: list[Sample]) -> list[Sample]:
+    """This rank's share of a mini-batch: a contiguous block, or, with ``--max-tokens-per-micro-batch`` (and
+    not group packing, which keeps a prompt's rows together), a balanced share of its tokens: sequences longest
+    first, dealt to the ranks in snake order (0..W-1, W-1..0, ...), so no rank waits for another's long tail."""
+    world = run.dist.world_size
+    if world == 1 or not run.sizes.max_tokens_per_micro_batch or run.sizes.packing == "groups" or len(samples) % world:
+        return distributed.shard(samples, run.dist)  # (an uneven count is refused there, with its message)
+    order = sorted(range(len(samples)), key=lambda i: -(len(samples[i].prompt_ids) + len(samples[i].token_ids)))
+    rank = run.dist.rank
+    return [samples[i] for j, i in enumerate(order)
+            if (j % world if (j // world) % 2 == 0 else world - 1 - j % world) == rank]
 
 
 def cut(run: Run, samples: list[Sample]) -> list[list[Sample]]:
@@ -182,67 +211,56 @@ def cut(run: Run, samples: list[Sample]) -> list[list[Sample]]:
     return [samples[a:b] for a, b in micro_spans(shapes, **kw, at_least=at_least)]
 
 
-def micro_batches(minis: list[list[list[Sample]]]) -> Iterator[tuple[tuple[int, int], list[Sample]]]:
-    """``((mini index, micro index), micro-batch)`` for every micro-batch of every mini-batch, in order."""
-    for mi, mb in enumerate(minis):
-        for ui, micro in enumerate(mb):
-            yield (mi, ui), micro
-
-
-def correct_batch(run: Run, minis: list[list[list[Sample]]], old_lp: dict,
-                  update: Update) -> dict[tuple[int, int], Corrected]:
-    """Rollout correction for every micro-batch (``--correction``), before any update; {} when off."""
+def correct_batch(run: Run, minis: list[list[Micro]], update: Update) -> None:
+    """Rollout correction for every micro-batch (``--correction``), before any update (``Micro.corrected``)."""
     corr = run.correction
     if corr is None:
-        return {}
-    keys, parts = [], []
-    for key, micro in micro_batches(minis):
+        return
+    micros, parts = [m for mb in minis for m in mb], []
+    for m in micros:
+        micro = m.samples
         if any(s.rollout_logprobs is None or len(s.rollout_logprobs) != len(s.token_ids) for s in micro):
             raise RewardlabError(f"--correction {run.algo.correction} needs the rollout engine's log-prob of every "
                                  f"sampled token; the {run.cfg.rollout} engine did not report them")
         mask = pad_batch(micro, run.tok.pad_token_id, run.device)["response_mask"]  # (B, R)
         rollout = _padded([s.rollout_logprobs for s in micro], mask)  # (B, R)
-        keys.append(key)
-        parts.append((old_lp[key].float(), rollout, mask))
+        parts.append((m.old_lp.float(), rollout, mask))
     # one call over the whole batch (padded to one width), so batch normalisation sees every row
     width = max(p[0].shape[1] for p in parts)
     cat = [torch.cat([torch.nn.functional.pad(p[j], (0, width - p[j].shape[1])) for p in parts]) for j in range(3)]
     w, kept, metrics = rollout_correction.correct(cat[0], cat[1], cat[2], corr)  # (N, W), (N, W)
     n_tok = float(cat[2].sum())
     update.correction.append((n_tok, {k: float(v) for k, v in metrics.items()}))
-    out, row = {}, 0
-    for key, (lp, rollout, mask) in zip(keys, parts):
+    row = 0
+    for m, (lp, rollout, mask) in zip(micros, parts):
         b, r = mask.shape
-        out[key] = Corrected(None if w is None else w[row : row + b, :r], kept[row : row + b, :r], rollout)
+        m.corrected = Corrected(None if w is None else w[row : row + b, :r], kept[row : row + b, :r], rollout)
         row += b
-    return out
 
 
-def cov_selection(run: Run, mb: list[list[Sample]], mi: int, lp_now: dict | None,
-                  corrected: dict[tuple[int, int], Corrected]) -> dict[tuple[int, int], torch.Tensor]:
-    """KL-Cov / Clip-Cov: the tokens chosen over the whole optimizer step, from the current model's log-probs.
-
-    ``lp_now`` holds them already for the first step of a batch when the pre-update pass ran; otherwise
-    one no-grad pass computes them."""
+def cov_selection(run: Run, mb: list[Micro], *, reuse_old: bool) -> None:
+    """KL-Cov / Clip-Cov: the tokens chosen over the whole optimizer step (``Micro.select``), from the current
+    model's log-probs: the pre-update ones for the first step of a batch when that pass ran (``reuse_old``),
+    else from one no-grad pass."""
     algo = run.algo
     if algo.loss not in COV_LOSSES:
-        return {}
-    keys, parts = [], []
+        return
+    parts = []
     pad = run.tok.pad_token_id
     with torch.no_grad():
-        for ui, micro in enumerate(mb):
-            key = (mi, ui)
-            mask = corrected[key].mask if key in corrected else pad_batch(micro, pad, run.device)["response_mask"]
-            if lp_now is not None and key in lp_now:
-                lp = lp_now[key]  # (B, R)
+        for m in mb:
+            micro = m.samples
+            mask = m.corrected.mask if m.corrected is not None else pad_batch(micro, pad, run.device)["response_mask"]
+            if reuse_old and m.old_lp is not None:
+                lp = m.old_lp  # (B, R)
             else:
                 lp = run.logprobs(run.model, micro)[0]  # (B, R)
             lp = lp.float() * mask
             adv = advantage_tensor(micro, mask)
             adv = (adv[:, None] if adv.dim() == 1 else adv) * mask  # (B, R)
-            keys.append(key)
             parts.append((lp, lp, adv, mask))  # lp_old = lp: the step starts at the current policy
-    return dict(zip(keys, cov_select(parts, algo.loss, algo)))
+    for m, select in zip(mb, cov_select(parts, algo.loss, algo)):
+        m.select = select
 
 
 def value_step(run: Run, micro: list[Sample], b: dict, mask: torch.Tensor, num_tokens: float, num_seqs: float,
@@ -283,19 +301,18 @@ def advantage_tensor(micro: list[Sample], mask: torch.Tensor) -> torch.Tensor:
     return torch.tensor([s.advantage for s in micro], device=mask.device)  # (B,)
 
 
-def step_denominators(run: Run, mb: list[list[Sample]], mi: int = 0,
-                      corrected: dict[tuple[int, int], Corrected] | None = None) -> tuple[float, float]:
+def step_denominators(run: Run, mb: list[Micro]) -> tuple[float, float]:
     """The whole optimizer step's response tokens and sequences, across micro-batches and ranks
     (tokens a rollout-correction rejection removed do not count)."""
-    trained = [s for micro in mb for s in micro if not (run.algo.overlong_filter and s.finish_reason == "length")]
+    trained = [s for m in mb for s in m.samples if not (run.algo.overlong_filter and s.finish_reason == "length")]
     n_tok = sum(s.model_tokens for s in trained)
     n_seq = sum(1 for s in trained if s.model_tokens)
-    if corrected:
+    if mb and mb[0].corrected is not None:
         masks = []
-        for ui, micro in enumerate(mb):
-            m = corrected[(mi, ui)].mask  # (B, R)
+        for u in mb:
+            m = u.corrected.mask  # (B, R)
             if run.algo.overlong_filter:
-                keep = torch.tensor([s.finish_reason != "length" for s in micro], dtype=m.dtype,
+                keep = torch.tensor([s.finish_reason != "length" for s in u.samples], dtype=m.dtype,
                                     device=m.device)  # (B,)
                 m = m * keep[:, None]
             masks.append(m)
@@ -304,19 +321,18 @@ def step_denominators(run: Run, mb: list[list[Sample]], mi: int = 0,
             max(1.0, float(distributed.all_reduce_sum(float(n_seq)))))
 
 
-def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, old_lp: dict, ref_lp: dict,
-               frozen_h: dict, num_tokens: float, num_seqs: float, update: Update, corrected: Corrected | None = None,
-               select: torch.Tensor | None = None, eps: tuple[float, float] | None = None,
-               bog: tuple[float, int] = (0.0, 1)) -> dict[str, float]:
+def micro_step(run: Run, m: Micro, step: Step, update: Update) -> dict[str, float]:
     """Forward, loss and backward of one micro-batch (gradients accumulate); returns its loss metrics."""
     cfg, algo, device = run.cfg, run.algo, run.device
+    micro, corrected, eps, bog = m.samples, m.corrected, step.eps, step.bog
+    num_tokens, num_seqs = step.num_tokens, step.num_seqs
     b = pad_batch(micro, run.tok.pad_token_id, device)
     mask = b["response_mask"]  # (B, R)
     if algo.overlong_filter:  # --- DAPO overlong filtering: truncated rows leave the loss ---
         keep_rows = torch.tensor([s.finish_reason != "length" for s in micro], dtype=mask.dtype, device=device)  # (B,)
         mask = mask * keep_rows[:, None]  # (B, R)
-    if key in frozen_h:  # frozen blocks: replay their cached output
-        with run.prefix.replay(frozen_h[key]):
+    if m.frozen is not None:  # frozen blocks: replay their cached output
+        with run.prefix.replay(m.frozen):
             lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast,
                                      behaviour=run.behaviour)  # (B, R)
     elif not cfg.gradient_checkpointing or run.sizes.packing != "none":  # each distinct prompt once, with grad
@@ -324,8 +340,8 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
     else:
         lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast,
                                  behaviour=run.behaviour)  # (B, R)
-    old = old_lp[key] if run.sizes.off_policy else lp.detach()  # (B, R)
-    if update.mismatch_on and epoch == 0:  # old = the policy that sampled, before any update
+    old = m.old_lp if run.sizes.off_policy else lp.detach()  # (B, R)
+    if update.mismatch_on and step.epoch == 0:  # old = the policy that sampled, before any update
         update.mismatch.append(micro_mismatch(old, micro, b["response_mask"]))
     adv = advantage_tensor(micro, mask)  # (B,) or (B, R)
     # the step's settings: eps as floats, the KL-adaptive clip range (--clip-adapt kl), bypass's REINFORCE loss
@@ -345,8 +361,8 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
             else:
                 weights = None  # PPO-clip on pi / pi_rollout: the ratio is the correction (verl)
     loss, metrics = algos.policy_loss(
-        lp, old, adv, mask, step_algo, max_len=cfg.max_new_tokens, ref_logp=ref_lp.get(key),
-        entropy=ent if algo.entropy_coef > 0 else ent.detach(), is_weights=weights, select=select,
+        lp, old, adv, mask, step_algo, max_len=cfg.max_new_tokens, ref_logp=m.ref_lp,
+        entropy=ent if algo.entropy_coef > 0 else ent.detach(), is_weights=weights, select=m.select,
         num_tokens=num_tokens, num_seqs=num_seqs,
     )
     if bog[0] > 0:  # --- best-of-group NLL, lambda warmed up (--bog-coef) ---
@@ -361,4 +377,4 @@ def micro_step(run: Run, micro: list[Sample], key: tuple[int, int], epoch: int, 
     return {k: float(v) for k, v in metrics.items()}
 
 
-__all__ = ["Update", "update_policy"]
+__all__ = ["Micro", "Step", "Update", "update_policy"]
