@@ -91,3 +91,25 @@ def test_packed_layouts_equal_the_padded_path(model64, groups):
     for n, p in model.named_parameters():
         torch.testing.assert_close(p.grad, want[n], rtol=1e-5, atol=1e-5 * float(want[n].abs().max()), msg=n)
     model.zero_grad()
+
+
+def test_each_rank_gets_an_equal_count_and_a_balanced_share_of_the_tokens():
+    from rewardlab.train.update import shard_of
+
+    rng = random.Random(3)
+    samples = [SimpleNamespace(prompt_ids=[1] * 20, token_ids=[2] * n) for n in sorted(
+        (int(rng.lognormvariate(5, 1)) + 1 for _ in range(32)), reverse=True)]  # the long tail at the front
+
+    def share(rank, world=4, budget=500, packing="none"):
+        run = SimpleNamespace(dist=SimpleNamespace(world_size=world, rank=rank),
+                              sizes=SimpleNamespace(max_tokens_per_micro_batch=budget, packing=packing))
+        return shard_of(run, samples)
+
+    parts = [share(r) for r in range(4)]
+    assert sorted(id(s) for p in parts for s in p) == sorted(id(s) for s in samples)
+    assert {len(p) for p in parts} == {8}
+    tokens = [sum(len(s.token_ids) for s in p) for p in parts]
+    contiguous = [sum(len(s.token_ids) for s in samples[8 * r : 8 * r + 8]) for r in range(4)]
+    assert max(tokens) - min(tokens) < (max(contiguous) - min(contiguous)) / 3, (tokens, contiguous)
+    assert share(1, budget=0) == samples[8:16]  # by count: the contiguous block, as before
+    assert share(1, packing="groups") == samples[8:16]  # group packing keeps a prompt's rows together
