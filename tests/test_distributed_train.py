@@ -58,7 +58,8 @@ def _run(launcher: list[str], model_dir: Path, out: Path, steps: int = 2,
     args = [
         "train", "--algo", "grpo", "--model", str(model_dir), "--task", "arith",
         "--reward", f"test_distributed_train.{reward}",
-        "--steps", str(steps), "--prompts-per-step", "4", "--group-size", "1", "--top-k", "1", "--logprob-support", "full",
+        "--steps", str(steps), "--prompts-per-step", "4", "--group-size", "1",
+        "--top-k", "1", "--logprob-support", "full",  # greedy rollouts, trained as TRL / verl do (T 1, full vocabulary)
         "--rollout-batch-size", "1", "--micro-batch-size", "2", "--max-new-tokens", "6",
         "--train-top-layers", "0", "--lr", "1e-3", "--save-every", "2", "--reward-workers", "1",
         "--threads", "1", "--no-plots", "--no-progress", "--output-dir", str(out),
