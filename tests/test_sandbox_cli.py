@@ -18,6 +18,17 @@ def test_info_reports_the_tier():
     assert r.stdout.startswith("tier ")
 
 
+def test_info_lists_every_language_and_why_one_is_missing():
+    from rewardlab.sandbox.languages import LANGUAGES, available
+
+    r = cli("info")
+    lines = {ln.split(":")[0].removeprefix("language "): ln
+             for ln in r.stdout.splitlines() if ln.startswith("language ")}
+    assert set(lines) == set(LANGUAGES)
+    for name, why in available().items():
+        assert lines[name].endswith("available" if why is None else why), lines[name]
+
+
 def test_run_pass_fail_and_json(tmp_path):
     (tmp_path / "sol.py").write_text("def add(a, b):\n    return a + b\n")
     (tmp_path / "bad.py").write_text("def add(a, b):\n    return 0\n")

@@ -42,13 +42,17 @@ def sandbox() -> None:
 @sandbox.command("info")
 @click.option("--tier", default=None, help="auto (default), A, B or unsafe.")
 def info(tier: str | None) -> None:
-    """Print the isolation tier chosen on this machine."""
+    """Print the isolation tier chosen on this machine and the languages it can run (and why not the others)."""
+    from rewardlab.sandbox.languages import available  # lazy: probes the toolchains
+
     t = detect_tier(tier)
     click.echo(t.summary())
     click.echo(f"interpreter: {t.python}")
     click.echo(f"runtime: {t.runtime}")
     for note in t.notes:
         click.echo(f"note: {note}")
+    for name, why in available().items():
+        click.echo(f"language {name}: {'available' if why is None else 'unavailable: ' + why}")
 
 
 @sandbox.command("run")
