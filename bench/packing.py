@@ -80,7 +80,7 @@ def build(workload: str, shape: str, device: str):
         cfg = Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
                           num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True,
                           max_position_embeddings=40960)
-        return AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16).to(device), 0
+        return AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).to(device), 0
     if workload == "longtail":
         path = build_tiny_model(Path(tempfile.mkdtemp()) / "m", hidden_size=256, num_layers=4, num_heads=4)
         model, tok = load_model(str(path))
