@@ -472,6 +472,9 @@ def test_a_compile_error_of_exhausted_resources_is_not_cached(message):
     assert (again.cached, len(calls)) == (False, 2), again
     third = cache.get_or_compile(("c", (), "k"), lambda: make("x.c:1:1: error: expected ';'"))
     assert third.cached, "the compiler's own deterministic error is remembered"
+    own = "x.c:3:5: error: implicit declaration of function 'signal'; x.c:4:1: error: 'killed' undeclared"
+    cache.get_or_compile(("c", (), "s"), lambda: make(own))
+    assert cache.get_or_compile(("c", (), "s"), lambda: make("other")).cached, "a source naming signal/killed"
 
 
 def test_a_job_cannot_list_or_enter_the_scratch_root(one_server):

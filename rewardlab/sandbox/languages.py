@@ -304,7 +304,8 @@ CACHE = CompileCache()
 # memory left, a signal): such an error says nothing about the source and is never remembered
 _EXHAUSTED = re.compile(r"no space left on device|disk quota exceeded|resource temporarily unavailable|"
                         r"\beagain\b|\benospc\b|\benomem\b|vfork|cannot fork|fork: |cannot allocate memory|"
-                        r"out of memory|too many open files|\bkilled\b|signal|file size limit", re.I)
+                        r"out of memory|too many open files|^\s*killed\s*$|signal terminated|terminated by signal|"
+                        r"file size limit", re.I | re.M)  # a line "Killed" is the OOM killer, not an identifier
 
 
 def _deterministic(prog: Program) -> bool:
