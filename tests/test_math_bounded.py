@@ -217,3 +217,14 @@ def test_integer_logs_and_roots_are_exact() -> None:
     assert bounded.integer_root(1 << 5000, 2) is None  # beyond 4,000 bits: not attempted
     assert bounded.repeating("0", "1", "6") == Fraction(1, 6)
     assert BUDGET_LOG10 == 5000.0
+
+
+def test_a_long_text_of_answer_phrases_is_read_within_the_bound() -> None:
+    """bench/fuzz_coverage.py found it (math.fast at 94 ms instrumented): an unclosed box of a 2,000-term sum, then
+    "Answer:" over and over in one sentence. The commitment rule read each phrase's sentence from the start of
+    the text (no sentence boundary in the 600 characters it searched) and compared the sum with every other
+    value: 92 ms uninstrumented on this 13 KB version. Bounded now: a sentence is looked for 600 characters
+    back, values over FAST_MAX_CHARS are compared as text, the last 16 phrases are statements."""
+    text = "\\boxed{" + "1+" * 4000 + "1" + " Answer:" * 60 + "(a, b)" * 800
+    (got,) = _grade_in_fresh_interpreter([(text, "2^{10}")])
+    assert got["cpu"] < CALLER_CPU_BOUND_S, got

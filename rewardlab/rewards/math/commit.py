@@ -186,7 +186,7 @@ _ALTERNATIVE = re.compile(r"\b(?:alternatively|otherwise|or\s++(?:maybe|perhaps|
                           r"|(?:it|this|that|the\s++answer)\s++(?:would|could|might|may)\s++(?:also\s++)?be"
                           r"|(?:it|the\s++answer)\s++is|it's)\b", re.IGNORECASE)
 _FINAL = re.compile(r"final", re.IGNORECASE)
-MAX_STATEMENTS = 50
+MAX_STATEMENTS = 16
 """Answer phrases (and ``####`` lines) read as statements: the last this many."""
 _ANSWER_METHODS = ("boxed", "hash", "phrase", "result")
 Core = Callable[[str, object], object]
@@ -199,10 +199,16 @@ def _x():
 
 
 def _same(a: str, b: str) -> bool:
+    """Whether two stated values are the same answer. Runs on the caller's thread, so the fast comparison
+    sees at most ``FAST_MAX_CHARS`` characters (the rule of the math reward's fast path); longer values that
+    differ as text count as different (conservative: a hedge is not paid)."""
+    from rewardlab.rewards.math import FAST_MAX_CHARS  # lazy: the package imports this module
     from rewardlab.rewards.math.equiv import fast_compare
 
     if " ".join(a.split()) == " ".join(b.split()):
         return True
+    if len(a) > FAST_MAX_CHARS or len(b) > FAST_MAX_CHARS:
+        return False
     try:
         d = fast_compare(a, b)
     except Exception:  # noqa: BLE001 - undecidable here: different strings are different answers
@@ -258,8 +264,8 @@ def statements(text: str, policy) -> list[tuple[int, str, bool]]:
         if not region or re.match(r"\$?\s*+\\(?:boxed|fbox)", region):
             continue  # the box is the statement
         window = text[_sentence_start(text, p.start()):p.end()] + region
-        nums = set(x._numbers(window))
-        if len(nums) >= 2 and len(_CONDITION.findall(window)) >= 2:  # "if included it is 8; if not, 7"
+        nums = set(x._numbers(window)) if len(_CONDITION.findall(window)) >= 2 else set()
+        if len(nums) >= 2:  # "if included it is 8; if not, 7"
             out.extend((p.start(), n, False) for n in sorted(nums))
             continue
         ex = x._from_region(region, lenient, "phrase")
@@ -328,8 +334,10 @@ _BOUNDARY = re.compile(r"[.!?](?=\s)|\n")
 
 
 def _sentence_start(text: str, at: int) -> int:
-    start = 0
-    for m in _BOUNDARY.finditer(text, max(0, at - 600), at):
+    """Where the sentence holding ``at`` starts, looking back at most 600 characters (bounded work per statement:
+    a text with no sentence boundary once made every answer phrase rescan it from the start)."""
+    start = max(0, at - 600)
+    for m in _BOUNDARY.finditer(text, start, at):
         start = m.end()
     return start
 
