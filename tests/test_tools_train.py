@@ -109,7 +109,7 @@ def test_the_steps_token_count_is_the_model_tokens():
                score=0.0, task_score=0.0, components={}, info={}, loss_mask=[1, 0, 0, 1])
     b = Sample(group=0, row=None, prompt_text="", prompt_ids=[1], token_ids=[5, 6], text="", finish_reason="stop",
                score=0.0, task_score=0.0, components={}, info={}, loss_mask=[0, 0])  # nothing of the model's
-    assert step_denominators(run, [Micro((0, 0), [a, b])]) == (2.0, 1.0)
+    assert step_denominators(run, [Micro([a, b])]) == (2.0, 1.0)
 
 
 def test_the_loss_mask_is_zero_exactly_at_the_observation():

@@ -66,9 +66,14 @@ def recorded_at(sampling: SamplingParams) -> int:
     return len(warpers(sampling)) if sampling.support == "kept" else len(_temperature(sampling))
 
 
+def truncating(sampling: SamplingParams) -> bool:
+    """Whether top-k or top-p cut the vocabulary (the two conventions differ only then)."""
+    return sampling.top_k != 0 or sampling.top_p < 1.0
+
+
 def truncates(sampling: SamplingParams) -> bool:
     """Whether the recorded distribution is renormalised over a kept set (``kept`` with top-k or top-p on)."""
-    return sampling.support == "kept" and bool(_truncation(sampling))
+    return sampling.support == "kept" and truncating(sampling)
 
 
 def describe(sampling: SamplingParams) -> str:
@@ -78,7 +83,7 @@ def describe(sampling: SamplingParams) -> str:
         parts.append(f"top-k {sampling.top_k}")
     if sampling.top_p < 1.0:
         parts.append(f"top-p {sampling.top_p:g}")
-    if sampling.top_k or sampling.top_p < 1.0:
+    if truncating(sampling):
         parts.append("kept-set renormalised" if sampling.support == "kept" else "full vocabulary")
     return ", ".join(parts)
 
@@ -122,4 +127,5 @@ def kept_set(tempered: Any, sampling: SamplingParams) -> Any:
     return torch.isfinite(flat).reshape(shape)
 
 
-__all__ = ["DEFAULT_SUPPORT", "SUPPORTS", "describe", "kept_set", "logprobs", "recorded_at", "truncates", "warpers"]
+__all__ = ["DEFAULT_SUPPORT", "SUPPORTS", "describe", "kept_set", "logprobs", "recorded_at", "truncates", "truncating",
+           "warpers"]

@@ -171,11 +171,11 @@ class HFEngine:
             pad_token_id=tok.pad_token_id,
             use_cache=True,
         )
-        warpers: list = []
+        warpers, at = [], 0  # the first ``at`` warpers run before the recorder: it sees the behaviour distribution
         if sampling.temperature > 0 and self.record_logprobs:
             # The caller's processors run before the config's warpers, so the warpers are passed in
-            # the processor list instead, ahead of the recorder (see the module docstring).
-            warpers = behaviour_warpers(sampling)
+            # the processor list instead, around the recorder (see the module docstring).
+            warpers, at = behaviour_warpers(sampling), recorded_at(sampling)
             gen_kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
         elif sampling.temperature > 0:
             gen_kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
@@ -207,8 +207,8 @@ class HFEngine:
                     input_ids = batch["input_ids"].to(device)  # (B, P) left-padded
                     attention_mask = batch["attention_mask"].to(device)  # (B, P)
                     recorder = _SampledLogprobs() if self.record_logprobs else None
-                    extra = {} if recorder is None else {"logits_processor": LogitsProcessorList(
-                        [*warpers[:recorded_at(sampling)], recorder, *warpers[recorded_at(sampling):]])}
+                    extra = {} if recorder is None else {
+                        "logits_processor": LogitsProcessorList([*warpers[:at], recorder, *warpers[at:]])}
                     out = model.generate(
                         input_ids=input_ids,
                         attention_mask=attention_mask,

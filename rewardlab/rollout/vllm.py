@@ -34,7 +34,7 @@ import os
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ import torch
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import LOCAL, Collectives, Completion, SamplingParams
-from rewardlab.rollout.behaviour import truncates
+from rewardlab.rollout.behaviour import truncating
 from rewardlab.seeds import derive_seed
 
 INSTALL_HINT = (
@@ -127,7 +127,7 @@ def _request_seed(seed: int | None, index: int) -> int | None:
 
 def _check_support(sampling: SamplingParams) -> None:
     """vLLM reports raw or processed (kept-set) log-probs; the tempered full-vocabulary ones it cannot."""
-    if sampling.support == "full" and truncates(replace(sampling, support="kept")):
+    if sampling.support == "full" and truncating(sampling):
         raise RewardlabError("log-prob support 'full' with top-k / top-p is not available on the vLLM engine "
                              "(vLLM reports kept-set log-probs); use --logprob-support kept or --rollout hf")
 

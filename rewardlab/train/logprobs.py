@@ -297,7 +297,6 @@ def _pack(samples: list[Any], groups: bool) -> tuple[list[int], list[int], list[
         key = tuple(s.prompt_ids)
         if not groups or key not in prompt_end:  # the prompt's block
             b = len(prompt_end) if groups else i
-            start = len(ids)
             ids += s.prompt_ids
             pos += range(len(s.prompt_ids))
             blk += [2 * b] * len(s.prompt_ids)

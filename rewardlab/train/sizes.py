@@ -88,14 +88,19 @@ def micro_spans(shapes: Sequence[Shape], *, count: int, budget: int = 0, layout:
         spans = [(i, min(i + count, n)) for i in range(0, n, count)]
     else:
         spans = _greedy(shapes, budget, LAYOUT_COST[layout])
-    if at_least > n:
-        raise RewardlabError(f"cannot cut {n} sequences into {at_least} micro-batches (ranks disagree)")
-    cost = LAYOUT_COST[layout]
-    while len(spans) < at_least:
-        j = max((k for k, (a, b) in enumerate(spans) if b - a > 1), key=lambda k: cost(shapes[slice(*spans[k])]))
+    return split_to(spans, shapes, at_least, layout)
+
+
+def split_to(spans: list[tuple[int, int]], shapes: Sequence[Shape], k: int, layout: str = "none"
+             ) -> list[tuple[int, int]]:
+    """``spans`` with the costliest split in halves until there are ``k`` (no-op when there are already)."""
+    if k > len(shapes):
+        raise RewardlabError(f"cannot cut {len(shapes)} sequences into {k} micro-batches (ranks disagree)")
+    cost, spans = LAYOUT_COST[layout], list(spans)
+    while len(spans) < k:
+        j = max((i for i, (a, b) in enumerate(spans) if b - a > 1), key=lambda i: cost(shapes[slice(*spans[i])]))
         a, b = spans[j]
-        mid = (a + b) // 2
-        spans[j : j + 1] = [(a, mid), (mid, b)]
+        spans[j : j + 1] = [(a, (a + b) // 2), ((a + b) // 2, b)]
     return spans
 
 
@@ -191,4 +196,4 @@ def derive(cfg: TrainConfig, *, world_size: int = 1, mini_batches: int | None = 
 
 
 __all__ = ["Derived", "LAYOUT_COST", "Shape", "derive", "group_packed_cost", "longest_first", "micro_spans",
-           "packed_cost", "padded_cost"]
+           "packed_cost", "padded_cost", "split_to"]

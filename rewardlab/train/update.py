@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import torch
 
@@ -27,7 +26,7 @@ from rewardlab.algos import correction as rollout_correction
 from rewardlab.algos.objectives import COV_LOSSES, cov_select
 from rewardlab.train import distributed
 from rewardlab.train.logprobs import pad_batch, token_logprobs
-from rewardlab.train.sizes import longest_first, micro_spans
+from rewardlab.train.sizes import longest_first, micro_spans, split_to
 from rewardlab.errors import RewardlabError
 from rewardlab.train.runtime import Batch, Run, Sample, micro_mismatch, oom, oom_error
 
@@ -57,8 +56,6 @@ class Corrected:
 class Micro:
     """One micro-batch of an optimizer step, with what was computed for it before the update."""
 
-    key: tuple[int, int]
-    """(mini-batch index, micro-batch index)."""
     samples: list[Sample]
     old_lp: torch.Tensor | None = None  # (B, R) the pre-update policy's (off-policy steps, corrections)
     ref_lp: torch.Tensor | None = None  # (B, R) the reference model's (KL)
@@ -85,8 +82,8 @@ def update_policy(run: Run, batch: Batch) -> Update:
         return dpo_update(run, batch)
     t0 = time.perf_counter()
     per_mb = sizes.completions_per_mini_batch  # global; each rank trains on its shard of it
-    minis = [[Micro((mi, ui), micro) for ui, micro in enumerate(cut(run, shard_of(run, kept[i : i + per_mb])))]
-             for mi, i in enumerate(range(0, len(kept), per_mb))]
+    minis = [[Micro(micro) for micro in cut(run, shard_of(run, kept[i : i + per_mb]))]
+             for i in range(0, len(kept), per_mb)]
     # engine-vs-trainer log-prob mismatch: only when the engine gave every sampled token's log-prob
     update = Update(mismatch_on=all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.token_ids)
                                     for s in kept))
@@ -189,7 +186,7 @@ def shard_of(run: Run, samples: list[Sample]) -> list[Sample]:
     world = run.dist.world_size
     if world == 1 or not run.sizes.max_tokens_per_micro_batch or run.sizes.packing == "groups" or len(samples) % world:
         return distributed.shard(samples, run.dist)  # (an uneven count is refused there, with its message)
-    order = sorted(range(len(samples)), key=lambda i: -(len(samples[i].prompt_ids) + len(samples[i].token_ids)))
+    order = longest_first([(0, len(s.prompt_ids), len(s.token_ids)) for s in samples])
     rank = run.dist.rank
     return [samples[i] for j, i in enumerate(order)
             if (j % world if (j // world) % 2 == 0 else world - 1 - j % world) == rank]
@@ -206,9 +203,10 @@ def cut(run: Run, samples: list[Sample]) -> list[list[Sample]]:
     if sz.max_tokens_per_micro_batch:
         order = longest_first(shapes, by_prompt=sz.packing == "groups")
         samples, shapes = [samples[i] for i in order], [shapes[i] for i in order]
-    kw: dict[str, Any] = dict(count=sz.micro_batch_size, budget=sz.max_tokens_per_micro_batch, layout=sz.packing)
-    at_least = distributed.all_reduce_max(len(micro_spans(shapes, **kw))) if sz.max_tokens_per_micro_batch else 0
-    return [samples[a:b] for a, b in micro_spans(shapes, **kw, at_least=at_least)]
+    spans = micro_spans(shapes, count=sz.micro_batch_size, budget=sz.max_tokens_per_micro_batch, layout=sz.packing)
+    if sz.max_tokens_per_micro_batch:  # every rank runs as many micro-batches as the one that needs most
+        spans = split_to(spans, shapes, distributed.all_reduce_max(len(spans)), sz.packing)
+    return [samples[a:b] for a, b in spans]
 
 
 def correct_batch(run: Run, minis: list[list[Micro]], update: Update) -> None:
