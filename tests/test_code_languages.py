@@ -380,8 +380,10 @@ def listener():
     s.close()
 
 
-def _descendants() -> set[int]:
-    me, out, stack = os.getpid(), set(), [os.getpid()]
+def descendants(pid: int | None = None) -> set[int]:
+    """Every live descendant of ``pid`` (default: this process), through ``/proc/<pid>/task/*/children``."""
+    root = os.getpid() if pid is None else pid
+    out, stack = set(), [root]
     while stack:
         p = stack.pop()
         try:
@@ -392,7 +394,7 @@ def _descendants() -> set[int]:
                 out.update(kids)
         except OSError:
             pass
-    out.discard(me)
+    out.discard(root)
     return out
 
 
@@ -409,7 +411,7 @@ def _contained(lang: str, name: str, program: str, accept: set, tier: str | None
     pool = get_pool(tier)
     prog = compile_program(lang, program, pool=pool, timeout=120)
     assert prog.ok, prog.info
-    before = _descendants()
+    before = descendants()
     # a row that can only end in a timeout (sleeping forever) waits the clock out: 1 s shows the wall
     # clock ends it as well as 2 s; every other row keeps 2 s to reach its limit or its verdict
     r = run_program(prog, "2 3\n", timeout=1.0 if accept == {"timeout"} else 2.0, pool=pool)
@@ -428,7 +430,7 @@ def _contained(lang: str, name: str, program: str, accept: set, tier: str | None
         raise AssertionError(f"{lang} {name}: reached the network")
     except BlockingIOError:
         pass
-    assert not (_descendants() - before - {s.proc.pid for s in pool._idle}), "processes left behind"
+    assert not (descendants() - before - {s.proc.pid for s in pool._idle}), "processes left behind"
     assert languages.unavailable_reason(lang) is None  # the caller is alive and the pool still works
     again = run_program(compile_program(lang, dict((r[0], r[2]) for r in ATTACKS if r[1] == "control_correct")[lang],
                                         pool=pool, timeout=120), "2 3\n", timeout=5.0, pool=pool)

@@ -24,6 +24,7 @@ import pytest
 from rewardlab.errors import RewardlabError
 from rewardlab.sandbox import SandboxPool, isolation
 from rewardlab.sandbox.languages import available, compile_program, run_program
+from test_code_languages import descendants
 
 AVAIL = available()
 KEY = 0x5EED0041  # SysV keys of these tests (removed from the host afterwards)
@@ -88,26 +89,11 @@ def _remove_host_ipc(before: dict[str, set[str]]) -> None:
                 subprocess.run(["ipcrm", flag[kind], r[1]], capture_output=True, timeout=10)
 
 
-def _descendants(pid: int) -> list[int]:
-    out, stack = [], [pid]
-    while stack:
-        p = stack.pop()
-        try:
-            for t in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{t}/children") as fh:
-                    kids = [int(x) for x in fh.read().split()]
-                out += kids
-                stack += kids
-        except OSError:
-            pass
-    return out
-
-
 def _servers(pool: SandboxPool) -> list[int]:
     """PIDs (host view) of the pool's fork servers (the idle ones: no job runs)."""
     found = []
     for s in list(pool._idle):
-        for p in [s.proc.pid, *_descendants(s.proc.pid)]:
+        for p in [s.proc.pid, *descendants(s.proc.pid)]:
             try:
                 with open(f"/proc/{p}/cmdline", "rb") as fh:
                     argv = fh.read().split(b"\0")
