@@ -159,8 +159,7 @@ class MathReward:
             if problem in ("hedge", "ambiguous", "box_spam", "number_spam", "withdrawn"):
                 info["commitment"] = "hedge" if problem != "withdrawn" else "withdrawn"
             return RewardResult(self.refused_score, info)
-        kinds = {m.group(1)[0] == "v" or m.group(1)[0] == "V" for x in (pred.answer, gold.answer)
-                 for m in _MATRIX.finditer(x)}
+        kinds = {m.group(1)[0] in "vV" for x in (pred.answer, gold.answer) for m in _MATRIX.finditer(x)}
         if len(kinds) == 2:  # a determinant (vmatrix) is a number, not the matrix
             info.update(status="ok", rule="kind", detail="a determinant (vmatrix) and a matrix are different objects")
             return RewardResult(self.wrong_score, info)
