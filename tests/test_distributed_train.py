@@ -54,7 +54,7 @@ def _free_port() -> int:
 
 
 def _run(launcher: list[str], model_dir: Path, out: Path, steps: int = 2,
-         reward: str = "length_reward_local") -> subprocess.CompletedProcess:
+         reward: str = "length_reward_local", extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     args = [
         "train", "--algo", "grpo", "--model", str(model_dir), "--task", "arith",
         "--reward", f"test_distributed_train.{reward}",
@@ -62,7 +62,7 @@ def _run(launcher: list[str], model_dir: Path, out: Path, steps: int = 2,
         "--top-k", "1", "--logprob-support", "full",  # greedy rollouts, trained as TRL / verl do (T 1, full vocabulary)
         "--rollout-batch-size", "1", "--micro-batch-size", "2", "--max-new-tokens", "6",
         "--train-top-layers", "0", "--lr", "1e-3", "--save-every", "2", "--reward-workers", "1",
-        "--threads", "1", "--no-plots", "--no-progress", "--output-dir", str(out),
+        "--threads", "1", "--no-plots", "--no-progress", "--output-dir", str(out), *extra,
     ]
     env = {
         **os.environ,
@@ -152,3 +152,18 @@ def test_torchrun_two_ranks_resume_equals_straight_run(tiny_model_dir, tmp_path,
     assert wa.keys() == wb.keys()
     for name in wa:
         torch.testing.assert_close(wb[name], wa[name], rtol=1e-5, atol=1e-6)
+
+
+def test_two_ranks_with_a_token_budget_and_packed_rows_equal_one_padded_process(tiny_model_dir, tmp_path):
+    """Under torchrun each rank's share is dealt by length and cut by tokens into the count of the rank that needs
+    most (an all-reduce), laid out as one packed row: the same step as one process, padded, cut by count."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    _run([sys.executable, "-m", "rewardlab"], tiny_model_dir, one)
+    _run(_torchrun(), tiny_model_dir, two, extra=("--max-tokens-per-micro-batch", "40", "--packing", "sequences"))
+    m1, m2 = _metrics(one), _metrics(two)
+    for a, b in zip(m1, m2, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-6)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
+    w1, w2 = _weights(one), _weights(two)
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-5)
