@@ -228,3 +228,11 @@ def test_a_long_text_of_answer_phrases_is_read_within_the_bound() -> None:
     text = "\\boxed{" + "1+" * 4000 + "1" + " Answer:" * 60 + "(a, b)" * 800
     (got,) = _grade_in_fresh_interpreter([(text, "2^{10}")])
     assert got["cpu"] < CALLER_CPU_BOUND_S, got
+
+
+def test_a_long_run_of_letters_is_read_within_the_bound() -> None:
+    """bench/fuzz_coverage.py found it: a 3,800-letter word made the junk-token pattern backtrack quadratically
+    (``[A-Za-z]{3,}`` before a symbol; 126 ms uninstrumented). Three letters before the symbol match the same."""
+    text = "x" * 3799 + " & 0 \\\\ 0 & 1 & 0 \\\\ 0 & 0 & -1 \\end{pmatrix}"  # the fuzzer's input
+    (got,) = _grade_in_fresh_interpreter([(text, "\\begin{pmatrix} 1 & 0 & 0 \\\\ 0 & 1 & 0 \\\\ 0 &" + "x" * 206)])
+    assert got["cpu"] < CALLER_CPU_BOUND_S, got
