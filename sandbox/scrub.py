@@ -1,4 +1,5 @@
-"""Removing a job's files whatever it did to them (stdlib only; the server and the parent use it).
+"""Removing and measuring a job's files whatever it did to them (stdlib only; the server, the
+checker's guard and the parent use it).
 
 A job may leave directories it made unreadable (``chmod 000``), trees deeper than Python's
 recursion limit or longer than ``PATH_MAX``. ``shutil.rmtree`` gives up on the first (quietly,
@@ -69,6 +70,69 @@ def _clear(fd: int) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _measure(fd: int) -> tuple[int, list[str], int]:
+    """Bytes of the directory ``fd``'s entries (blocks, not lengths), its subdirectories' names,
+    and how many entries it has."""
+    total, subdirs = 0, []
+    with os.scandir(fd) as it:
+        entries = list(it)
+    for e in entries:
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        total += st.st_blocks * 512
+        if e.is_dir(follow_symlinks=False):
+            subdirs.append(e.name)
+    return total, subdirs, len(entries)
+
+
+def disk_usage(path: str, max_entries: int = 200_000) -> tuple[int, bool]:
+    """``(bytes, complete)``: the blocks of everything below ``path``, measured as ``_clear``
+    walks (one directory fd, names relative to it, an explicit stack: any depth, any path
+    length, no recursion). ``complete`` is False when a directory could not be read (``chmod
+    000``), the tree changed under the walk, or it has more than ``max_entries`` entries: the
+    caller must then assume the worst. Never raises. The job may still be running."""
+    try:
+        fd = os.open(path, _DIR)
+    except OSError:
+        return 0, False
+    total, complete, seen = 0, True, 0
+    try:
+        size, subdirs, n = _measure(fd)
+        total, seen, stack = size, n, [subdirs]
+        while stack and seen <= max_entries:
+            if stack[-1]:
+                try:
+                    child = os.open(stack[-1].pop(), _DIR, dir_fd=fd)
+                except OSError:
+                    complete = False
+                    continue
+                try:
+                    size, subdirs, n = _measure(child)
+                except OSError:
+                    os.close(child)
+                    complete = False
+                    continue
+                os.close(fd)
+                fd = child
+                total, seen = total + size, seen + n
+                stack.append(subdirs)
+                continue
+            stack.pop()
+            if stack:
+                parent = os.open("..", _DIR, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+        if stack:
+            complete = False
+    except OSError:
+        complete = False
+    finally:
+        os.close(fd)
+    return total, complete
 
 
 def empty_dir(path: str) -> bool:

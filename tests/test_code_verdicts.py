@@ -8,7 +8,7 @@ of :func:`rewardlab.rewards.code_reward`:
 * function tests (HumanEval style): the trusted checker process runs ``check(candidate)``; the
   solution only answers calls of the entry point with plain data;
 * stdin/stdout: the program's captured stdout is compared with the expected text after a
-  normal end (see ``_norm_out`` in ``sandbox/server.py`` for what is tolerated);
+  normal end (see ``_norm_out`` in ``sandbox/pymodes.py`` for what is tolerated);
 * legacy (``legacy=True``): the tests run in the solution's interpreter, flagged
   ``integrity: legacy``; rows marked TRUSTED show what legacy mode cannot stop.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from rewardlab.rewards import code_reward, extract_code
-from rewardlab.rewards.code import _defines
+from rewardlab.rewards.code import defines_function
 
 
 @dataclass(frozen=True, repr=False)
@@ -537,7 +537,7 @@ def test_extraction_is_linear_on_hostile_input(hostile):
     t0 = time.perf_counter()
     extract_code(hostile, "add")
     extract_code(hostile)
-    _defines(hostile, "add")
+    defines_function(hostile, "add")
     assert time.perf_counter() - t0 < 2.0  # generous: linear scans take milliseconds here
 
 

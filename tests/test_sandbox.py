@@ -25,18 +25,12 @@ from rewardlab.sandbox import isolation
 from rewardlab.errors import RewardlabError
 from rewardlab.sandbox.isolation import load_runtime_module
 from rewardlab.sandbox import Limits, SandboxPool, get_pool
+from sandbox_tiers import tier_available
 
 REPO = Path(__file__).resolve().parent.parent
 ADD_TESTS = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
 wire = load_runtime_module("wire")
 
-
-def _tier_available(name: str) -> bool:
-    try:
-        isolation.detect_tier(name)
-        return True
-    except RewardlabError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +264,7 @@ def test_no_process_survives_a_run(pool):
 
 
 def test_tier_b_when_available():
-    if not _tier_available("B"):
+    if not tier_available("B"):
         pytest.skip("tier B is not available on this machine")
     pool = get_pool("B")
     assert pool.tier.name == "B"
@@ -284,7 +278,7 @@ def test_refuses_without_a_tier(monkeypatch):
     confine = load_runtime_module("confine")
     monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
     monkeypatch.setattr(confine, "landlock_abi", lambda: 0)
-    monkeypatch.setattr(isolation, "_detected", {})
+    monkeypatch.setattr(isolation, "DETECTED_TIERS", {})
     with pytest.raises(RewardlabError, match="REWARDLAB_SANDBOX_TIER=unsafe"):
         isolation.detect_tier("auto")
     assert isolation.detect_tier("unsafe").name == "unsafe"
@@ -335,8 +329,21 @@ wrote a file and exited has already written it. A wait matters only for a proces
 the sandbox kills and reaps every descendant before it answers (sandbox/server.py kill_descendants)."""
 
 
+HARNESS_LOCK = Path(tempfile.gettempdir()) / "rewardlab-attack-harness.lock"
+"""The harness plants and checks victim files at fixed /tmp paths: two runs at once (the two tests below on two
+xdist workers) delete each other's victims and fail a43_disk_fill. One run at a time, across processes."""
+
+
 def _run_attack_harness(executor: str) -> None:
     """Run ../shared/bench/sandbox_attacks against ``executor``: every case must pass."""
+    import fcntl
+
+    with open(HARNESS_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _run_attack_harness_alone(executor)
+
+
+def _run_attack_harness_alone(executor: str) -> None:
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else os.path.realpath(sys.executable)
     with tempfile.TemporaryDirectory(prefix="rewardlab-harness-") as d:
         os.chmod(d, 0o755)
@@ -358,7 +365,7 @@ def test_attack_harness_auto_tier():
         pytest.skip("the attack harness runs its caller as another user: needs root")
     if not HARNESS.is_file():
         pytest.skip(f"attack harness not found at {HARNESS}")
-    _run_attack_harness("rewardlab.sandbox:attack_executor")
+    _run_attack_harness("rewardlab.sandbox.parent:attack_executor")
 
 
 @pytest.mark.slow
@@ -366,6 +373,6 @@ def test_attack_harness_tier_b():
     """The same harness with tier B forced (no namespaces): run with -m slow."""
     if os.geteuid() != 0 or not HARNESS.is_file():
         pytest.skip("needs root and the attack harness")
-    if not _tier_available("B"):
+    if not tier_available("B"):
         pytest.skip("tier B is not available on this machine")
-    _run_attack_harness("rewardlab.sandbox:attack_executor_tier_b")
+    _run_attack_harness("rewardlab.sandbox.parent:attack_executor_tier_b")

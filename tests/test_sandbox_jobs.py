@@ -21,9 +21,9 @@ import subprocess
 
 import pytest
 
-from rewardlab.errors import RewardlabError
 from rewardlab.sandbox import SandboxPool, isolation
 from rewardlab.sandbox.languages import available, compile_program, run_program
+from sandbox_tiers import TIERS, tier_available
 from test_code_languages import descendants
 
 AVAIL = available()
@@ -31,16 +31,7 @@ KEY = 0x5EED0041  # SysV keys of these tests (removed from the host afterwards)
 SEG_MB = 32
 
 
-def _tier(name: str) -> bool:
-    try:
-        isolation.detect_tier(name)
-        return True
-    except RewardlabError:
-        return False
 
-
-TIERS = [pytest.param(None, id="auto"),
-         pytest.param("B", id="B", marks=pytest.mark.skipif(not _tier("B"), reason="tier B unavailable here"))]
 
 
 @pytest.fixture(params=TIERS)
@@ -80,7 +71,8 @@ def _host_ipc_ids() -> dict[str, set[str]]:
 
 def _remove_host_ipc(before: dict[str, set[str]]) -> None:
     """Remove the host's SysV objects the sandbox uid created during a test (tier B before the fix)."""
-    uid = str(isolation.detect_tier("B").drop_to[0]) if _tier("B") and isolation.detect_tier("B").drop_to else None
+    b = isolation.detect_tier("B") if tier_available("B") else None
+    uid = str(b.drop_to[0]) if b is not None and b.drop_to else None
     flag = {"shm": "-m", "msg": "-q", "sem": "-s"}
     for kind in ("shm", "msg", "sem"):
         for r in _sysvipc(kind):
@@ -100,7 +92,7 @@ def _servers(pool: SandboxPool) -> list[int]:
             except OSError:
                 continue
             if any(a.endswith(b"server.py") for a in argv) and not any(a.endswith(b"bwrap") for a in argv) \
-                    and not any(a.endswith(b"launch.py") for a in argv):
+                    and not any(a.endswith((b"launch.py", b"reaper.py")) for a in argv):
                 found.append(p)
     return found
 

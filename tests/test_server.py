@@ -24,6 +24,7 @@ class LiveServer:
     def __init__(self, app) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as rewardlab.commands.serve.listen
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", backlog=256)

@@ -18,8 +18,11 @@ from pathlib import Path
 import click
 
 from rewardlab.errors import RewardlabError
+from rewardlab.fields import with_choices
 from rewardlab.sandbox import Limits, get_pool
-from rewardlab.sandbox.isolation import detect_tier
+from rewardlab.sandbox.isolation import TIERS, detect_tier
+
+TIER_HELP = with_choices("Isolation tier (default auto: the strongest available).", TIERS)
 
 
 def _read(path: str | None, what: str) -> str | None:
@@ -40,7 +43,7 @@ def sandbox() -> None:
 
 
 @sandbox.command("info")
-@click.option("--tier", default=None, help="auto (default), A, B or unsafe.")
+@click.option("--tier", default=None, help=TIER_HELP)
 def info(tier: str | None) -> None:
     """Print the isolation tier chosen on this machine and the languages it can run (and why not the others)."""
     from rewardlab.sandbox.languages import available  # lazy: probes the toolchains
@@ -64,7 +67,7 @@ def info(tier: str | None) -> None:
 @click.option("--expected", "expected_file", default=None, help="Expected stdout (stdin/stdout problem).")
 @click.option("--timeout", type=float, default=5.0, show_default=True, help="Wall-clock seconds.")
 @click.option("--memory-mb", type=int, default=768, show_default=True)
-@click.option("--tier", default=None, help="auto (default), A, B or unsafe.")
+@click.option("--tier", default=None, help=TIER_HELP)
 @click.option("--partial", is_flag=True, help="Count every assert instead of stopping at the first failure.")
 @click.option("--legacy", is_flag=True, help="Run tests inside the untrusted process (identity/custom classes).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -99,7 +102,7 @@ def run(file: str, tests_file: str | None, entry_point: str | None, prompt_file:
 @sandbox.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=8080, show_default=True)
-@click.option("--tier", default=None, help="auto (default), A, B or unsafe.")
+@click.option("--tier", default=None, help=TIER_HELP)
 @click.option("--verbose", is_flag=True, help="Log every request.")
 def serve(host: str, port: int, tier: str | None, verbose: bool) -> None:
     """Answer SandboxFusion's POST /run_code (code, language, stdin, compile_timeout, run_timeout,

@@ -15,17 +15,7 @@ What runs *inside* the sandbox (the fork server, the wire format, the confinemen
 never imports rewardlab. This package imports only :mod:`rewardlab.errors`.
 """
 
-from rewardlab.sandbox.isolation import Tier, detect_tier, load_runtime_module, runtime_dir
-from rewardlab.sandbox.parent import (
-    STATUSES,
-    ExecutionResult,
-    Limits,
-    SandboxPool,
-    attack_executor,
-    attack_executor_tier_b,
-    execute,
-    get_pool,
-)
+from rewardlab.sandbox.isolation import Tier, detect_tier
+from rewardlab.sandbox.parent import STATUSES, ExecutionResult, Limits, SandboxPool, execute, get_pool
 
-__all__ = ["execute", "ExecutionResult", "Limits", "SandboxPool", "get_pool", "STATUSES",
-           "attack_executor", "attack_executor_tier_b", "Tier", "detect_tier", "load_runtime_module", "runtime_dir"]
+__all__ = ["execute", "ExecutionResult", "Limits", "SandboxPool", "get_pool", "STATUSES", "Tier", "detect_tier"]

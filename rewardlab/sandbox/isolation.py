@@ -1,6 +1,8 @@
 """Isolation tiers for the code sandbox (parent side): detection and the command line that starts a server.
 
-Tiers, chosen automatically (``detect_tier()``) and always reported:
+Tiers, chosen automatically (``detect_tier()``) and always reported. ``auto`` falls back from A to
+B only where user namespaces do not work (the reason is in tier B's summary); where they work and
+tier A still fails to start, it is an error naming the cause, never a silent fall-back:
 
 * **A** - bubblewrap: ``--unshare-all --die-with-parent --new-session --clearenv``, read-only
   ``/usr``, private ``/proc``, ``/dev`` and a size-capped tmpfs ``/tmp``; no ``/home``, ``/etc``,
@@ -40,9 +42,13 @@ from types import ModuleType
 
 from rewardlab.errors import RewardlabError
 
-RUNTIME_FILES = ("server.py", "wire.py", "confine.py", "scrub.py", "launch.py", "__init__.py")
+RUNTIME_FILES = ("server.py", "worker.py", "checker.py", "pymodes.py", "execjob.py", "wire.py", "confine.py",
+                 "scrub.py", "launch.py", "reaper.py", "__init__.py")
 INSIDE_RUNTIME = "/opt/rewardlab-sandbox"
 TMPFS_BYTES = 256 << 20
+TIERS: tuple[str, ...] = ("auto", "A", "B", "unsafe")
+"""What ``--tier`` / ``REWARDLAB_SANDBOX_TIER`` accept: auto (the strongest available), a tier by name, or no
+isolation at all (unsafe, asked for explicitly)."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +70,9 @@ class Tier:
         if self.name == "A":
             inner = [self.python, "-I", "-S", f"{INSIDE_RUNTIME}/server.py"]
             cmd = [self.bwrap or "bwrap", *_bwrap_args(self.python, self.runtime), "--", *inner]
-        else:
-            cmd = [self.python, "-I", "-S", os.path.join(self.runtime, "server.py")]
+        else:  # no PID namespace: the reaper outlives the server and kills what is left of its jobs
+            cmd = [self.python, "-I", "-S", os.path.join(self.runtime, "reaper.py"), "--",
+                   self.python, "-I", "-S", os.path.join(self.runtime, "server.py")]
         if self.drop_to is not None:
             uid, gid = self.drop_to
             cmd = [self.python, "-I", "-S", os.path.join(self.runtime, "launch.py"), str(uid), str(gid), "--", *cmd]
@@ -74,11 +81,10 @@ class Tier:
     def server_config(self) -> dict:
         """The first frame every server receives."""
         if self.name == "A":
-            reads = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", INSIDE_RUNTIME, _prefix(self.python)]
+            reads = [*SYSTEM_DIRS, INSIDE_RUNTIME, *interpreter_paths(self.python)]
             return {"tier": "A", "read_paths": reads, "landlock": self.landlock_abi >= 1,
                     "seccomp": self.seccomp, "nproc_mode": "ns", "scratch_parent": "/tmp", "ipc_ns": True}
-        reads = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc/ld.so.cache", self.runtime,
-                 _prefix(self.python)]
+        reads = [*SYSTEM_DIRS, "/etc/ld.so.cache", self.runtime, *interpreter_paths(self.python)]
         return {"tier": self.name, "read_paths": reads, "landlock": self.name == "B",
                 "seccomp": self.name == "B" and self.seccomp, "nproc_mode": "uid",
                 "scratch_parent": os.environ.get("REWARDLAB_SANDBOX_TMP") or "/tmp"}
@@ -87,7 +93,8 @@ class Tier:
         who = f"uid {self.drop_to[0]}" if self.drop_to else f"uid {os.getuid()}"
         extra = f", Landlock ABI {self.landlock_abi}" if self.landlock_abi else ""
         extra += ", seccomp" if self.seccomp and self.name != "unsafe" else ""
-        return f"tier {self.name}: {self.description} ({who}{extra})"
+        notes = "".join(f"; {n}" for n in self.notes)
+        return f"tier {self.name}: {self.description} ({who}{extra}){notes}"
 
 
 # ------------------------------------------------------------------------------ runtime files
@@ -197,23 +204,51 @@ def load_runtime_module(name: str) -> ModuleType:
 
 
 # ------------------------------------------------------------------------------ detection
-def _prefix(python: str) -> str:
+SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin")
+_paths_lock = threading.Lock()
+_paths_of: dict[str, tuple[str, ...]] = {}
+
+
+def _under(path: str, dirs) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def interpreter_paths(python: str) -> tuple[str, ...]:
+    """What the sandbox exposes of the interpreter beyond the system dirs: its own prefix and exec
+    prefix (``sys.base_prefix`` / ``sys.base_exec_prefix``, as the interpreter itself reports them)
+    and its executable, never a whole top-level directory (an interpreter under ``/home`` used to
+    expose every home directory; one under ``/opt`` all of ``/opt``). Asked once per interpreter."""
     real = os.path.realpath(python)
-    parts = Path(real).parts
-    return str(Path(*parts[:2])) if len(parts) > 2 else os.path.dirname(real)
+    with _paths_lock:
+        if real in _paths_of:
+            return _paths_of[real]
+        found: list[str] = []
+        try:
+            ask = "import sys;print(sys.base_prefix);print(sys.base_exec_prefix)"
+            r = subprocess.run([real, "-I", "-S", "-c", ask],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                               env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+            found = [os.path.realpath(x) for x in r.stdout.decode(errors="replace").splitlines() if x.strip()]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        out: list[str] = []
+        for p in [q for q in found if q != "/"] + [real]:  # "/" would be everything: never exposed
+            if not _under(p, SYSTEM_DIRS) and not _under(p, out):
+                out.append(p)
+        _paths_of[real] = tuple(out)
+        return _paths_of[real]
 
 
 def _bwrap_args(python: str, runtime: str) -> list[str]:
     args = ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
             "--ro-bind", "/usr", "/usr"]
-    for d in ("/bin", "/lib", "/lib64", "/lib32", "/sbin"):
+    for d in SYSTEM_DIRS[1:]:
         if os.path.islink(d):
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
-    pre = _prefix(python)
-    if pre not in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"):
-        args += ["--ro-bind", pre, pre]
+    for p in interpreter_paths(python):
+        args += ["--ro-bind", p, p]
     args += ["--ro-bind", runtime, INSIDE_RUNTIME, "--proc", "/proc", "--dev", "/dev",
              "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "--chdir", "/tmp",
              "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
@@ -243,9 +278,13 @@ def _interpreter(root: bool) -> str:
     return py
 
 
-def _probe_bwrap(bwrap: str, python: str, runtime: str, drop_to: tuple[int, int] | None) -> str | None:
-    """None when bubblewrap can start the interpreter here, else the reason."""
+def _probe_bwrap(bwrap: str, python: str, runtime: str, drop_to: tuple[int, int] | None,
+                 namespaces_only: bool = False) -> str | None:
+    """None when bubblewrap can start the interpreter here, else the reason. ``namespaces_only``:
+    can it start anything at all (user namespaces work), whatever our command line adds?"""
     cmd = [bwrap, *_bwrap_args(python, runtime), "--", python, "-I", "-S", "-c", "pass"]
+    if namespaces_only:
+        cmd = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/sh", "-c", ":"]
     if drop_to is not None:
         cmd = [python, "-I", "-S", os.path.join(runtime, "launch.py"), str(drop_to[0]), str(drop_to[1]), "--", *cmd]
     try:
@@ -259,8 +298,19 @@ def _probe_bwrap(bwrap: str, python: str, runtime: str, drop_to: tuple[int, int]
     return None
 
 
+def _tier_b_gaps(abi: int) -> str:
+    """What tier B does not give that tier A does (README, security section), said at start-up."""
+    gaps = ["SysV IPC and POSIX message queues are refused, not private", "no PID namespace (the host's PID "
+            "counter is visible to jobs)", "RLIMIT_NPROC is the sandbox uid's on the host, shared by concurrent "
+            "jobs", "the scratch dir is on the host's /tmp (the disk cap is the checker's)"]
+    if abi < 6:
+        gaps.append(f"Landlock ABI {abi} < 6: jobs can signal other processes of the sandbox uid (other jobs, "
+                    "checkers, servers)")
+    return "tier B does not give: " + "; ".join(gaps)
+
+
 _detect_lock = threading.Lock()
-_detected: dict[str, Tier] = {}
+DETECTED_TIERS: dict[str, Tier] = {}
 
 
 def detect_tier(force: str | None = None) -> Tier:
@@ -269,13 +319,13 @@ def detect_tier(force: str | None = None) -> Tier:
     every tier, is unavailable."""
     want = (force or os.environ.get("REWARDLAB_SANDBOX_TIER") or "auto").strip()
     want = want.upper() if want.lower() in ("a", "b") else want.lower()
-    if want not in ("auto", "A", "B", "unsafe"):
-        raise RewardlabError(f"unknown sandbox tier {want!r}; use auto, A, B or unsafe")
+    if want not in TIERS:
+        raise RewardlabError(f"unknown sandbox tier {want!r}; use one of {', '.join(TIERS)}")
     with _detect_lock:
-        if want in _detected:
-            return _detected[want]
+        if want in DETECTED_TIERS:
+            return DETECTED_TIERS[want]
         tier = _detect(want)
-        _detected[want] = tier
+        DETECTED_TIERS[want] = tier
         return tier
 
 
@@ -300,6 +350,10 @@ def _detect(want: str) -> Tier:
         if why is None:
             return Tier("A", "bubblewrap namespaces" + (f" as user {user}" if user else ""), python, runtime,
                         drop_to=drop_to, landlock_abi=abi, seccomp=seccomp, bwrap=bwrap)
+        if bwrap is not None and _probe_bwrap(bwrap, python, runtime, drop_to, namespaces_only=True) is None:
+            # namespaces work: tier A is broken by its own set-up here; never a silent fall-back to B
+            raise RewardlabError(f"tier A failed to start although user namespaces work here: {why}. Fix it, "
+                                 "or choose the weaker tier explicitly (REWARDLAB_SANDBOX_TIER=B)")
         reasons.append(f"tier A unavailable: {why}")
     if want in ("auto", "B"):
         shared_uid = (not root) or user == "nobody"
@@ -313,7 +367,8 @@ def _detect(want: str) -> Tier:
         else:
             return Tier("B", "dedicated uid + rlimits + Landlock + seccomp, no namespaces"
                         + (f" as user {user}" if user else ""), python, runtime, drop_to=drop_to,
-                        landlock_abi=abi, seccomp=True)
+                        landlock_abi=abi, seccomp=True,
+                        notes=(*(r for r in reasons if want == "auto"), _tier_b_gaps(abi)))
     raise RewardlabError("no sandbox isolation tier is available: " + "; ".join(reasons)
                          + ". Install bubblewrap (apt-get install bubblewrap) or run setup.sh; "
                          "REWARDLAB_SANDBOX_TIER=unsafe runs untrusted code WITHOUT isolation")

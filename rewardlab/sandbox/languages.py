@@ -4,13 +4,13 @@
     prog = compile_program("cpp", source)            # Program(ok, status, info, ...) - cached
     r = run_program(prog, stdin="2 3\\n", timeout=2)  # RunResult(status, stdout, stderr, exit_code, ...)
 
-Every language runs as an *exec job* of the sandbox server (``sandbox/server.py``, ``_run_exec``):
+Every language runs as an *exec job* of the sandbox server (``sandbox/execjob.py``, ``run_exec``):
 the confined worker W execs the compiler, the compiled program or the interpreter; it has no
 channel to the checker, so what decides is what the trusted checker sees: the exit status and
 the captured output. Compilers run there too, with their own time, memory and process limits;
 the compiled files come back to the parent and are cached by ``(language, flags, sha256(source))``
 (:class:`CompileCache`), so the tests of a problem (and every identical completion of a batch)
-compile once. Python keeps its own job kind (CPython's end of program, see ``server.py``).
+compile once. Python keeps its own job kind (CPython's end of program, see ``sandbox/pymodes.py``).
 
 Toolchains are the Debian packages under ``/usr`` (the sandbox uid cannot use ``/root/.cargo``):
 ``gcc``, ``g++``, a JDK under ``/usr/lib/jvm``, ``nodejs``, ``bash``, ``golang-go``, ``rustc``.
@@ -195,7 +195,8 @@ def _job(pool: SandboxPool, header: dict, body: dict) -> dict:
             sent = True
             wire.send(srv.win, body, time.monotonic() + 30)
             srv.runs += 1
-            verdict = wire.recv(srv.rout, time.monotonic() + timeout + 15, cap=_VERDICT_CAP)
+            verdict = wire.recv(srv.rout, time.monotonic() + timeout + 15,
+                                cap=_VERDICT_CAP + 6 * int(header.get("output_cap") or 0))  # as the server's
         except wire.Late:
             pool._release(srv, False)
             return {"status": "timeout", "error": "the sandbox server missed its deadline and was killed"}

@@ -31,6 +31,7 @@ Statuses: ``pass``, ``fail``, ``timeout``, ``memory``, ``crash``, ``output_limit
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import queue
 import signal
@@ -172,6 +173,10 @@ class _Server:
                 pass
 
 
+TIER_GAPS_SAID: set[str] = set()
+"""The tier summaries whose gaps this process has logged (once each); a test removes one to hear it again."""
+
+
 class SandboxPool:
     """Up to ``workers`` warm fork servers, shared by threads. The default, two per core, keeps
     the cores busy: a run is latency-bound (process hand-offs and pipe round trips), not CPU-bound."""
@@ -179,6 +184,9 @@ class SandboxPool:
     def __init__(self, workers: int | None = None, *, tier: str | None = None, max_runs: int = 2000,
                  limits: Limits | None = None) -> None:
         self.tier = detect_tier(tier)
+        if self.tier.name != "A" and self.tier.summary() not in TIER_GAPS_SAID:  # what this tier does not give, once
+            TIER_GAPS_SAID.add(self.tier.summary())
+            logging.getLogger("rewardlab.sandbox").warning("%s", self.tier.summary())
         self.pid = os.getpid()
         self.size = max(1, workers or 2 * (os.cpu_count() or 1))
         self.max_runs = max_runs

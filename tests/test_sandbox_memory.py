@@ -1,0 +1,95 @@
+"""Memory a job holds outside every process's resident set (issue 41, "memory outside every cap").
+
+    PYTHONPATH=. .venv/bin/python -m pytest -q tests/test_sandbox_memory.py
+
+The checker's guard caps the job's total resident memory (1.25x ``memory_mb``); RLIMIT_AS caps
+each process's mappings. Anonymous files from ``memfd_create`` that a job only ``write``s to are
+in neither: with ``memory_mb=128`` (a 160 MiB guard) a job held 240 MiB in eight memfds and ran
+to its end (with 256 fds of 32 MiB each, 8 GiB), in tier A and tier B. ``memfd_create`` (and
+``memfd_secret``) are now refused by the seccomp filter (``EPERM``): none of the toolchains the
+sandbox runs needs them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardlab.sandbox import SandboxPool
+from rewardlab.sandbox.languages import available, compile_program, run_program
+from rewardlab.sandbox.parent import Limits
+from sandbox_tiers import TIERS
+
+AVAIL = available()
+HOLD = {  # print how many MiB it holds in memfds (8 x 30 MiB, written, never mapped); 0 if refused
+    "python": "import os,time\nfds=[]\ntry:\n    for i in range(8):\n        fd=os.memfd_create('x')\n"
+              "        for j in range(30):\n            os.write(fd,b'x'*(1<<20))\n        fds.append(fd)\n"
+              "except OSError:\n    pass\nprint(sum(os.fstat(f).st_size for f in fds)>>20)\ntime.sleep(1)\n",
+    "c": "#define _GNU_SOURCE\n#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n#include <sys/mman.h>\n"
+         "int main(void){static char b[1<<20];memset(b,'x',sizeof b);long t=0;for(int i=0;i<8;i++){"
+         "int fd=memfd_create(\"x\",0);if(fd<0)break;for(int j=0;j<30;j++)t+=write(fd,b,sizeof b);}"
+         "printf(\"%ld\\n\",t>>20);fflush(stdout);sleep(1);return 0;}\n",
+    "go": "package main\nimport (\"fmt\";\"runtime\";\"syscall\";\"time\";\"unsafe\")\nfunc main(){"
+          "b:=make([]byte,1<<20);nr:=uintptr(319);if runtime.GOARCH==\"arm64\"{nr=279};"
+          "n:=[]byte(\"x\\x00\");t:=0;for i:=0;i<8;i++{fd,_,e:=syscall.Syscall(nr,"
+          "uintptr(unsafe.Pointer(&n[0])),0,0);if e!=0{break};for j:=0;j<30;j++{k,_:=syscall.Write(int(fd),b);"
+          "t+=k}};fmt.Println(t>>20);time.Sleep(time.Second)}\n",
+    "rust": "use std::io::Write;use std::os::unix::io::FromRawFd;\n"
+            "extern \"C\"{fn memfd_create(n:*const u8,f:u32)->i32;}"
+            "\nfn main(){let b=vec![b'x';1<<20];let mut t=0usize;let mut keep=vec![];for _ in 0..8{let fd=unsafe{"
+            "memfd_create(b\"x\\0\".as_ptr(),0)};if fd<0{break;}let mut f=unsafe{std::fs::File::from_raw_fd(fd)};"
+            "for _ in 0..30{t+=f.write(&b).unwrap_or(0);}keep.push(f);}println!(\"{}\",t>>20);"
+            "std::thread::sleep(std::time::Duration::from_secs(1));}\n",
+}
+
+
+
+@pytest.fixture(params=TIERS, scope="module")
+def pool(request):
+    p = SandboxPool(1, tier=request.param, limits=Limits(memory_mb=128))
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("lang", sorted(HOLD))
+def test_a_job_cannot_hold_memory_outside_the_guard_in_memfds(lang, pool):
+    if AVAIL[lang] is not None:
+        pytest.skip(f"{lang} unavailable: {AVAIL[lang]}")
+    prog = compile_program(lang, HOLD[lang], pool=pool, timeout=120)
+    assert prog.ok, prog.info
+    r = run_program(prog, "", timeout=20, pool=pool)
+    held = int(r.stdout.strip() or 0) if r.status == "ran" else 0
+    assert held <= 160, f"{lang}: held {held} MiB in memfds under a 160 MiB guard ({r.status})"
+    assert r.status in ("ran", "memory"), r
+
+
+# ------------------------------------------------------------------------------ a blinded guard
+# Lower the checker's (the parent's) open-file limit to 3, then hold 3 x 400 MiB in 3 processes
+# (each under its own 768 MiB address space; together over the 960 MiB guard) and answer right.
+BLIND = {
+    "c": "#define _GNU_SOURCE\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n"
+         "#include <sys/resource.h>\n#include <sys/wait.h>\nint main(void){struct rlimit r={3,3};"
+         "prlimit(getppid(),RLIMIT_NOFILE,&r,0);for(int i=0;i<3;i++)if(fork()==0){volatile char*p=malloc(400<<20);"
+         "for(long j=0;p&&j<(400L<<20);j+=4096)p[j]=1;sleep(3);_exit(0);}sleep(2);puts(\"5\");fflush(stdout);"
+         "while(wait(0)>0);return 0;}\n",
+    "python": "import os,resource,time\ntry:\n    resource.prlimit(os.getppid(),resource.RLIMIT_NOFILE,(3,3))\n"
+              "except OSError:\n    pass\nfor i in range(3):\n    if os.fork()==0:\n        b=bytearray(400<<20)\n"
+              "        time.sleep(3)\n        os._exit(0)\ntime.sleep(2)\nprint(5,flush=True)\n"
+              "for i in range(3):\n    os.wait()\n",
+}
+
+
+@pytest.mark.parametrize("tier", [*TIERS, pytest.param("unsafe", id="unsafe")])
+@pytest.mark.parametrize("lang", sorted(BLIND))
+def test_a_guard_that_cannot_measure_stops_the_job(lang, tier):
+    """Tiers A and B: the filter refuses the prlimit, the guard measures (memory). ``unsafe`` (no
+    filter): the guard used to read "no memory" with no fd left, and 1.2 GiB under a 960 MiB cap ran."""
+    if AVAIL[lang] is not None:
+        pytest.skip(f"{lang} unavailable: {AVAIL[lang]}")
+    p = SandboxPool(1, tier=tier)
+    try:
+        prog = compile_program(lang, BLIND[lang], pool=p, timeout=120)
+        assert prog.ok, prog.info
+        r = run_program(prog, "", timeout=20, pool=p)
+    finally:
+        p.close()
+    assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)
