@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rewardlab.rewards import math_reward  # noqa: E402
-from rewardlab.rewards.judge import VERDICT_REGEX, JudgeReward, judge_metrics  # noqa: E402
+from rewardlab.rewards.judge import VERDICT_REGEX, JudgeOptions, JudgeReward, judge_metrics  # noqa: E402
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -69,8 +69,9 @@ def throughput(url: str, model: str, n: int, structured: bool, max_tokens: int) 
     rows = []
     extra = {"structured_outputs": {"regex": VERDICT_REGEX}} if structured else None
     for c in (1, 8, 32):
-        judge = JudgeReward(url, model, max_concurrency=c, cache=False, deadline=300.0, queue_timeout=3600.0,
-                            retries=0, max_tokens=max_tokens, extra_body=extra)
+        judge = JudgeReward(url, model, JudgeOptions(max_concurrency=c, cache=False, deadline=300.0,
+                                                     queue_timeout=3600.0, retries=0, max_tokens=max_tokens,
+                                                     extra_body=extra))
         k = max(n, 2 * c) if n else 0
         comps = [f"\\boxed{{{1000 * c + i}}}" for i in range(k)]
         t0 = time.monotonic()
@@ -113,8 +114,8 @@ def stored_rollouts() -> tuple[list[dict], str]:
 
 def grade(url: str, model: str, batch: list[dict], structured: bool, max_tokens: int) -> dict:
     extra = {"structured_outputs": {"regex": VERDICT_REGEX}} if structured else None
-    judge = JudgeReward(url, model, max_concurrency=8, deadline=300.0, queue_timeout=3600.0, max_tokens=max_tokens,
-                        extra_body=extra)
+    judge = JudgeReward(url, model, JudgeOptions(max_concurrency=8, deadline=300.0, queue_timeout=3600.0,
+                                                 max_tokens=max_tokens, extra_body=extra))
     t0 = time.monotonic()
     results = judge.score_many([b["completion"] for b in batch], [b["gold"] for b in batch],
                                [{"question": b["question"]} if b["question"] else {} for b in batch])

@@ -14,6 +14,14 @@ Printed: throughput (rows/s) of each, the ratio, accuracy against the labels (al
 non-adversarial rows), and per-row latencies (median, p99, worst), the latter measured with
 sequential calls on one thread (rewardlab) and inside the worker (math-verify). ``--out`` writes the
 same figures as JSON with the command, versions, date and machine.
+
+**Per call on bare-answer rows** (issue 40: verl's naive manager calls ``compute_score`` once per sample,
+in sequence, so there the latency of one call is the cost): the rows whose ``pred`` is an answer alone
+(:func:`bare_answer`: not the adversarial category, at most 120 characters, no ``\\boxed`` or ``####``,
+no run of three words of prose), each graded in this process by ``math_reward(pred, gold)`` (a direct
+call, on a warm pool) and by ``verify(parse(gold), parse(pred))`` (main thread, math-verify's own
+signal timeouts), interleaved row by row so that both see the same machine load. Printed: the mean
+and median per call of each and their ratios; the mean is the cost of a sequential caller.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -52,6 +61,51 @@ def _mv_init() -> None:
     from math_verify import parse, verify
 
     verify(parse("$1$"), parse("$1$"))  # import and build the grammar before timing
+
+
+_LATEX_CMD = re.compile(r"\\[A-Za-z]+")
+_PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}\s+[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+
+
+def bare_answer(row: dict) -> bool:
+    """Whether the row's prediction is an answer alone (no solution text around it)."""
+    p = row["pred"]
+    if row["category"] == "adversarial_hang" or len(p) > 120 or "\\boxed" in p or "####" in p:
+        return False
+    return not _PROSE.search(_LATEX_CMD.sub(" ", p))
+
+
+def per_call(rows: list[dict]) -> dict:
+    """Sequential direct calls on the bare-answer rows, ours and math-verify's interleaved (warm pool)."""
+    import logging
+
+    from math_verify import parse, verify
+
+    from rewardlab.rewards import math_reward
+
+    logging.disable(logging.WARNING)
+    verify(parse("$1$"), parse("$1$"))
+    bare = [r for r in rows if bare_answer(r)]
+    ours, theirs, slow = [], [], []
+    for r in bare:
+        t = time.perf_counter()
+        res = math_reward(r["pred"], r["gold"])
+        ours.append(time.perf_counter() - t)
+        if "cpu_s" in res.info or res.info.get("status") == "timeout":
+            slow.append(r["id"])
+        t = time.perf_counter()
+        try:
+            verify(parse(r["gold"]), parse(r["pred"]))
+        except Exception:  # noqa: BLE001 - the peer's failures cost what they cost
+            pass
+        theirs.append(time.perf_counter() - t)
+    fig = {"rows": len(bare), "slow_path_rows": slow}
+    for name, xs in (("rewardlab", ours), ("math_verify", theirs)):
+        fig[name] = {"mean_s": statistics.mean(xs), "median_s": statistics.median(xs), "max_s": max(xs),
+                     "calls_per_s": len(xs) / sum(xs)}
+    fig["ratio_mean"] = fig["math_verify"]["mean_s"] / fig["rewardlab"]["mean_s"]
+    fig["ratio_median"] = fig["math_verify"]["median_s"] / fig["rewardlab"]["median_s"]
+    return fig
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -98,6 +152,7 @@ def main() -> None:
     rules: dict[str, int] = {}
     for r in ours:
         rules[r.info.get("rule", "?")] = rules.get(r.info.get("rule", "?"), 0) + 1
+    calls = per_call(rows)
     shutdown_pool()
 
     # --- math-verify
@@ -127,6 +182,7 @@ def main() -> None:
         },
     }
     fig["throughput_ratio"] = fig["rewardlab"]["rows_per_s"] / fig["math_verify"]["rows_per_s"]
+    fig["per_call_bare"] = calls
 
     o, m = fig["rewardlab"], fig["math_verify"]
     print(f"corpus: {args.corpus} ({n} rows), {args.procs} processes each")
@@ -136,6 +192,13 @@ def main() -> None:
               f"{d['latency_median_s'] * 1e3:8.2f}ms{d['latency_p99_s'] * 1e3:8.0f}ms{d['latency_max_s']:9.2f}s")
     print(f"throughput ratio (rewardlab / math-verify): {fig['throughput_ratio']:.1f}x")
     print(f"rewardlab deciding rules: {dict(sorted(rules.items(), key=lambda kv: -kv[1]))}")
+    print(f"per call, {calls['rows']} bare-answer rows, sequential direct calls (warm pool), interleaved:")
+    for name, key in (("rewardlab", "rewardlab"), ("math-verify", "math_verify")):
+        c = calls[key]
+        print(f"  {name:12} mean {c['mean_s'] * 1e3:7.3f} ms  median {c['median_s'] * 1e3:7.3f} ms  "
+              f"worst {c['max_s'] * 1e3:8.1f} ms  {c['calls_per_s']:8.1f} calls/s")
+    print(f"  ratio (math-verify / rewardlab): mean {calls['ratio_mean']:.1f}x, median {calls['ratio_median']:.1f}x; "
+          f"slow-path rows: {calls['slow_path_rows']}")
 
     if args.out:
         import math_verify

@@ -153,6 +153,11 @@ REGRESSIONS = [
     ("204_5", "=:\\\\ 9 #= 204_5", "different", "a lone '#' and '=:' in a bare line: junk, math-verify read 204"),
     ("41", "=#\\  12 _= 41", "different", "a subscripted '=': junk, math-verify read 41"),
     ("0", "0Z2:", "different", "a capital letter between digits: not the product 0*Z*2"),
+    # found by --pairs 100000 --seed 5 (issue 40; both predate it, on main too)
+    ("\\frac{13}{15}", "answer  inganswer 12 =ab \\frac{13}{15}", "different",
+     "'inganswer': sub-words glued to 'answer', fewer than 3 plain words around two numbers: junk"),
+    ("15\\mbox{ cm}^2", "15\\mbox{ cm}^2 is wrong, the answer is 15\\mbox{ cm}^1.", "different",
+     "cm^1 is not cm^2: the unit's power was dropped from both sides before they were compared"),
 ]
 
 

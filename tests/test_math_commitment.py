@@ -3,8 +3,10 @@
 Each row is (completion, gold, expected score, class, comment[, meta]). Classes: the commitment rule
 (``withdrawn``, ``hedge``, ``negated``, ``question``, ``truncated``, ``unit_power``, ``kind``) and the missed
 right answers (``number_words``, ``unicode``, ``clock_ratio``, ``mixed``, ``tags``, ``aside``, ``currency``,
-``latex_prose``). Positives and negatives per class; the rows marked ``# new`` failed on the code before
-issue 40 (checked by running this file against it), the others guard what already worked.
+``latex_prose``; issue 40's second round: ``repeated_result``, ``restated``, ``languages``). Positives
+and negatives per class; the rows marked ``# new`` failed on the code before issue 40 (or, for the second
+round's classes, before that round; checked by running this file against it), the others guard what
+already worked.
 """
 
 from __future__ import annotations
@@ -129,6 +131,66 @@ ROWS = [
     ("He lost -$5 overall.", "-5", 1.0, "currency", "minus before the dollar sign"),  # new
     ("The change is -$5.", "5", 0.0, "currency", "the sign is kept"),  # new
     ("The answer is -$5.", "-5", 1.0, "currency", "after an answer phrase"),
+    # --- FN: a final result that repeats a result written earlier (not a given)
+    ("There are 12 eggs. Half of them are broken, so 6 are broken. In the end, 6 eggs are broken.", "6", 1.0,
+     "repeated_result", "the result of a 'so' clause, restated at the end"),  # new
+    ("There are 12 eggs. Half of them are broken, so 6 are broken. The number of broken eggs is 6.", "6", 1.0,
+     "repeated_result", "the same, 'is 6'"),  # new
+    ("He works 8 hours a day. Therefore he works 40 hours a week. He works 40 hours.", "40", 1.0,
+     "repeated_result", "a 'therefore' result restated"),  # new
+    ("The rectangle is 4 by 6. Its area is 4 * 6 = 24. The area is 24.", "24", 1.0, "repeated_result",
+     "a computation's value restated (worked before)"),
+    ("There are 12 eggs. Half of them are broken, so 6 are broken. The number of broken eggs is 12.", "12", 0.0,
+     "repeated_result", "a given restated is a mention, not a result"),
+    ("We know Tom has 5 apples and Jane has 3. The number Jane has is 3.", "3", 0.0, "repeated_result",
+     "a given restated"),
+    # --- restated givens and the problem's question: no answer, whatever the last number is
+    ("Tom has 5 apples and Jane has 3 apples. How many apples do they have?", "3", 0.0, "restated",
+     "the problem restated, its question last"),  # new
+    ("Tom has 5 apples and Jane has 3 apples. How many apples do they have?", "8", 0.0, "restated",
+     "no answer for the true total either"),
+    ("Tom has 5 apples and Jane has 3 apples.", "3", 0.0, "restated", "two givens, no conclusion"),  # new
+    ("The train leaves at 3 and arrives at 5.", "5", 0.0, "restated", "two values, nothing concluded"),  # new
+    ("Tom has 5 apples and Jane has 3 apples. Together they have 8 apples.", "8", 1.0, "restated",
+     "the givens, then a new value"),
+    ("He had 5 apples and gave away 0, so he still has 5 apples.", "5", 1.0, "restated", "a 'so' clause concludes"),
+    ("She buys 3 packs of 4 pens, so 3 * 4 = 12 pens. She has 12 pens.", "12", 1.0, "restated",
+     "a computation, then its value"),
+    ("She has 8 apples. Isn't that nice?", "8", 1.0, "restated", "a question that is not the problem's"),
+    ("So, the answer is 8. How many apples do they have?", "8", 1.0, "restated",
+     "an answer phrase is a commitment (the question is not read there)"),
+    # --- other languages (Spanish, French, German, Chinese): answer phrases, corrections, negations, hedges
+    ("Respuesta: 12", "12", 1.0, "languages", "Spanish answer label"),  # new
+    ("La respuesta es 12.", "12", 1.0, "languages", "Spanish answer phrase"),
+    ("La respuesta no es 12.", "12", 0.0, "languages", "Spanish negation"),  # new
+    ("No puede ser 12.", "12", 0.0, "languages", "Spanish 'cannot be'"),  # new
+    ("La respuesta es 15. Espera, conté dos veces las esquinas.", "15", 0.0, "languages",
+     "Spanish withdrawal, no new value"),  # new
+    ("La respuesta es 8. Espera, conté dos veces; es 7.", "7", 1.0, "languages", "Spanish correction"),
+    ("La respuesta es 8 o 9.", "9", 0.0, "languages", "Spanish hedge"),  # new
+    ("Réponse : 12", "12", 1.0, "languages", "French answer label"),  # new
+    ("La réponse finale est 12.", "12", 1.0, "languages", "French answer phrase"),
+    ("La réponse n'est pas 12.", "12", 0.0, "languages", "French negation"),  # new
+    ("Ce n’est pas 12.", "12", 0.0, "languages", "French negation, curly apostrophe"),  # new
+    ("La réponse est 15. Attendez, j'ai compté deux fois les coins.", "15", 0.0, "languages",
+     "French withdrawal"),  # new
+    ("La réponse est 8. Attendez, j'ai compté deux fois ; c'est 7.", "7", 1.0, "languages", "French correction"),
+    ("Antwort: 12", "12", 1.0, "languages", "German answer label"),  # new
+    ("Die Antwort lautet 12.", "12", 1.0, "languages", "German answer phrase"),
+    ("Die Antwort ist nicht 12.", "12", 0.0, "languages", "German negation"),  # new
+    ("Die Antwort ist 15. Moment, ich habe die Ecken doppelt gezählt.", "15", 0.0, "languages",
+     "German withdrawal"),  # new
+    ("Die Antwort ist 8. Moment, ich habe doppelt gezählt; es sind 7.", "7", 1.0, "languages", "German correction"),
+    ("答案是12。", "12", 1.0, "languages", "Chinese answer phrase"),  # new
+    ("最终答案：12", "12", 1.0, "languages", "Chinese final answer label"),  # new
+    ("答案不是12。", "12", 0.0, "languages", "Chinese negation"),
+    ("答案是15。等等，我重复计算了。", "15", 0.0, "languages", "Chinese withdrawal"),
+    ("答案是8。等等，我算错了，答案是7。", "7", 1.0, "languages", "Chinese correction"),  # new
+    ("答案是8。等等，我算错了，答案是7。", "8", 0.0, "languages", "the withdrawn Chinese value"),
+    ("答案是8或9。", "9", 0.0, "languages", "Chinese hedge"),
+    ("At this moment, 5 people are here. The answer is 12.", "12", 1.0, "languages",
+     "'moment' inside an English sentence corrects nothing"),
+    ("The answer is no.", "no", 1.0, "languages", "a yes/no answer is no negation"),
 ]
 
 
@@ -159,6 +221,7 @@ def test_every_class_has_positives_and_negatives() -> None:
     ("That can't be 12.", "negated"),
     ("So there are at least 12 ways.", "bound"),
     ("Is it 14, maybe?", "question"),
+    ("Tom has 5 apples and Jane has 12 apples.", "restated"),
 ])
 def test_refusals_say_why(text: str, status: str) -> None:
     r = math_reward(text, "12")

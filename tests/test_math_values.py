@@ -24,7 +24,7 @@ from rewardlab.rewards.math.values import (
     APPROX_MIN_DIGITS,
     Num,
     Poly,
-    _vals_equal,
+    vals_equal,
     parse_scalar,
     scalars_equal,
 )
@@ -246,13 +246,13 @@ def test_long_literal_through_parse_scalar():
     assert both_ways(big, parse_scalar("12")) is False
 
 
-# ---------------------------------------------------------------------------------------- _vals_equal directly
+# ---------------------------------------------------------------------------------------- vals_equal directly
 
 
 def test_vals_equal_scales_only_the_first_argument():
-    assert _vals_equal(q(50), dec("0.5"), Fraction(1, 100)) is True
-    assert _vals_equal(dec("0.5"), q(50), Fraction(1, 100)) is False
-    assert _vals_equal(q(50), q(50), Fraction(1)) is True
+    assert vals_equal(q(50), dec("0.5"), Fraction(1, 100)) is True
+    assert vals_equal(dec("0.5"), q(50), Fraction(1, 100)) is False
+    assert vals_equal(q(50), q(50), Fraction(1)) is True
 
 
 # ---------------------------------------------------------------------------------------- edges of each tolerance

@@ -33,7 +33,8 @@ fast comparison runs on at most ``FAST_MAX_CHARS`` characters.
 (how the answer was found), ``rule`` (what decided: ``fast_int``, ``fast_fraction``, ``fast_percent``,
 ``fast_list``, ``fast_poly``, ``fast_magnitude``, ``string``, ``text``, ``math_verify``, ...) and,
 when parsed, ``pred_parsed`` / ``gold_parsed``. Statuses other than ``ok``: ``no_answer``,
-``box_spam``, ``ambiguous``, ``number_spam``, ``empty_box``, ``negated``, ``junk``, ``timeout``, ``too_complex``,
+``box_spam``, ``ambiguous``, ``number_spam``, ``empty_box``, ``negated``, ``junk``, ``restated``, ``timeout``,
+``too_complex``,
 ``gold_parse_error``, ``bad_gold``, ``error``.
 
 CLI: ``rewardlab reward math --completion "... \\boxed{3/4}" --gold "\\frac{3}{4}"``.
@@ -52,7 +53,7 @@ from rewardlab.rewards.math.commit import truncated
 from rewardlab.rewards.math.extract import Extraction, ExtractionPolicy, extract_answer, extract_gold, find_boxes
 
 _REFUSALS = {"box_spam", "ambiguous", "number_spam", "hedge", "withdrawn", "negated", "bound", "question",
-             "truncated"}
+             "truncated", "restated"}
 _DETAILS = {
     "box_spam": "more than {boxes} different boxed answers",
     "ambiguous": "the answer offers several candidates",
@@ -63,6 +64,7 @@ _DETAILS = {
     "bound": "a bound ('at least', 'more than') is not an answer",
     "question": "the value is asked, not stated",
     "truncated": "the completion was cut by its token budget right after this number (it may be cut mid-number)",
+    "restated": "the text restates the problem (its givens, or its question) and states no answer",
 }
 _MATRIX = re.compile(r"\\begin\s*+\{([pbBv]?matrix|Vmatrix)\}")
 _INFO_CHARS = 300

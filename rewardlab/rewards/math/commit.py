@@ -45,7 +45,7 @@ _UNITS = (r"(?:cm|mm|km|dm|m|in|inches|inch|ft|feet|foot|yd|yards?|mi|miles?|met
 # a unit then its exponent ("9 m^2", "4 cm^3", "5\,\text{cm}^3", "6 m²"): the exponent belongs to the unit.
 # A one-letter unit needs a space or a \text wrapper ("4m^2" is a polynomial).
 _UNIT_POWER = re.compile(r"(\d)(\s*+(?:\\[,;: ]|~)?\s*+)(\\(?:text|mathrm|mbox|textrm)\s*+\{\s*+)?"
-                         r"(" + _UNITS + r")(\s*+\})?\s*+(?:\^\s*+\{?\s*+[23]\s*+\}?|[²³])(?![\d\w])")
+                         r"(" + _UNITS + r")(\s*+\})?\s*+(\^\s*+\{?\s*+[23]\s*+\}?|[²³])(?![\d\w])")
 _SIGNED_CURRENCY = re.compile(r"(?<![\w$\\])[-\u2212]\s?\\?\$\s?(?=\d)")
 _VULGAR = {"½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅕": "1/5", "⅖": "2/5", "⅗": "3/5",
            "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅛": "1/8", "⅜": "3/8", "⅝": "5/8", "⅞": "7/8", "⅐": "1/7",
@@ -65,11 +65,15 @@ def _mixed(m: re.Match) -> str:
 
 
 def _unit_power(m: re.Match) -> str:
+    """``9 m^2`` -> ``9 \\text{m}²``: the power is kept as a superscript character, which no number
+    pattern reads (the exponent is never the answer) and the comparison reads as the unit's power (cm²
+    is not cm³)."""
     unit = m.group(4)
+    power = "²" if "2" in m.group(6) or m.group(6) == "²" else "³"
     if len(unit) == 1:
         # "9 m" would read as the product 9m: keep the unit a unit
-        return m.group(0) if not (m.group(2) or m.group(3)) else m.group(1) + " \\text{" + unit + "}"
-    return m.group(1) + " " + unit
+        return m.group(0) if not (m.group(2) or m.group(3)) else m.group(1) + " \\text{" + unit + "}" + power
+    return m.group(1) + " " + unit + power
 
 
 def _root(m: re.Match) -> str:
@@ -79,8 +83,14 @@ def _root(m: re.Match) -> str:
     return f"\\sqrt{_ROOT_INDEX[m.group(1)]}{{{arg}}}"
 
 
+_CJK_PUNCT = str.maketrans({"。": ". ", "：": ": ", "，": ", ", "！": "! ", "？": "? ", "；": "; ", "（": " (",
+                            "）": ") ", "＄": "$", "’": "'"})
+
+
 def normalize_surface(text: str) -> str:
     """Rewrite the surface forms listed in the module doc; linear, bounded patterns only."""
+    if any(c in text for c in "。：，！？；（）＄’"):  # full-width punctuation ends sentences as ". " does
+        text = text.translate(_CJK_PUNCT)
     if "<" in text:
         text = _SUP.sub(r"^\1", text)
         text = _TAG.sub(" ", text)
@@ -164,14 +174,24 @@ _CORRECTION = re.compile(
     r"\b(?:wait(?=\s*+[,.!:;\u2014-]|\s++(?:a\s++(?:moment|minute|second|sec)|no|actually|let)\b)"
     r"|actually|correction|oops|scratch\s++that|on\s++second\s++thought|no\s++wait"
     r"|I\s++(?:made|have\s++made|'ve\s++made)\s++(?:a\s++)?(?:mistake|an?\s++error)|I\s++was\s++wrong"
-    r"|let\s++me\s++(?:re-?check|recompute|redo|recalculate|reconsider|correct\s++(?:that|this|myself)))\b"
-    r"|(?:^|(?<=[.!?:;])\s*+|\n\s*+)no\s*+[,.!:]",
+    r"|let\s++me\s++(?:re-?check|recompute|redo|recalculate|reconsider|correct\s++(?:that|this|myself))"
+    # Spanish, French, German: "espera", "en realidad"; "attends", "en fait"; "warte", "eigentlich", "Moment,"
+    r"|espera|en\s++realidad|correcci[oó]n|me\s++equivoqu[eé]|attends|attendez|en\s++fait|je\s++me\s++suis\s++tromp[eé]"
+    r"|warte|eigentlich|korrektur|ich\s++habe\s++mich\s++(?:verrechnet|geirrt))\b"
+    r"|(?:^|(?<=[.!?:;])\s*+|\n\s*+)(?:no|nein|non)\s*+[,.!:]|(?:^|(?<=[.!?:;])\s*+|\n\s*+)moment\s*+[,!:]"
+    r"|等等|不对|更正|纠正|其实|实际上",  # Chinese: "wait", "that's wrong", "correction", "actually"
     re.IGNORECASE)
 _IT_IS = re.compile(r"^(?:it|that|this)\s++(?:is|was|'s|should\s++be|must\s++be)\s++(?=[-$\\\d])", re.IGNORECASE)
-_WEAK = re.compile(r"actually", re.IGNORECASE)
+_WEAK = re.compile(r"actually|en\s++realidad|en\s++fait|eigentlich|其实|实际上", re.IGNORECASE)
 _RETRACTION = re.compile(r"\b(?:mistakes?|wrong|incorrect|errors?|double[-\s]?count\w*|over-?count\w*|under-?count\w*"
-                         r"|miscount\w*|not\s++(?:right|correct)|doesn't\s++work|is\s++off)\b", re.IGNORECASE)
-_NEG_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bcannot|\bno\s++longer)(?:\s++(?:be|equal(?:\s++to)?|exactly))?\s*+$",
+                         r"|miscount\w*|not\s++(?:right|correct)|doesn't\s++work|is\s++off"
+                         r"|incorrect[oa]|equivoqu\w*|cont[eé]\s++dos\s++veces|faux|erreur|tromp\w*|compt[eé]\s++deux\s++fois"
+                         r"|falsch|fehler|doppelt\s++gez[aä]hlt|verrechnet)\b|算错|错了|不对|重复计算", re.IGNORECASE)
+_NEG_BEFORE = re.compile(r"(?:\bnot|n't|\bnever|\bcannot|\bno\s++longer)(?:\s++(?:be|equal(?:\s++to)?|exactly))?\s*+$"
+                         # Spanish "no es", French "n'est pas", German "ist nicht", Chinese "不是"
+                         r"|(?:\bno\s++(?:es|son|puede\s++ser|será|sería|era|vale|da)|\bn'(?:est|était|a)\s++pas(?:\s++de)?"
+                         r"|\bne\s++(?:peut|sont|vaut|fait|sera)\s++pas(?:\s++être)?|\bnicht|\bkeine?"
+                         r"|不是|不等于|不可能是|不会是)\s*+(?:igual\s++a|égal\s++à|gleich)?\s*+$",
                          re.IGNORECASE)
 _BOUND = (r"\b(?:at\s++(?:least|most)|(?:no\s++)?(?:more|less|fewer|greater|smaller|larger)\s++than"
           r"|upwards\s++of)")
@@ -285,13 +305,13 @@ def statements(text: str, policy) -> list[tuple[int, str, bool]]:
     return sorted(out)
 
 
-_OR_SPLIT = re.compile(r"\s*+(?:,\s*+(?:or\s++)?|\\text\s*+\{\s*+or\s*+\}|\bor\b)\s*+")
+_OR_SPLIT = re.compile(r"\s*+(?:,\s*+(?:or\s++)?|\\text\s*+\{\s*+or\s*+\}|\b(?:or|o|ou|oder)\b|或)\s*+")
 
 
 def _or_values(answer: str) -> bool:
     """"8 or 9", "$5$, $6$ or $7$": different values offered as alternatives (solution sets such as
     "x = 1 or x = -2" are answers, not hedges)."""
-    if not re.search(r"\bor\b", answer) or "=" in answer:
+    if not re.search(r"\b(?:or|o|ou|oder)\b|或", answer) or "=" in answer:
         return False
     parts = [p.strip().strip("$").strip() for p in _OR_SPLIT.split(answer)]
     if len(parts) < 2 or not all(re.fullmatch(r"-?[\d.,/]+%?|\\frac\{\d+\}\{\d+\}", p) for p in parts):
@@ -474,8 +494,8 @@ def _undenied(text: str, policy, core: Core, first=None):
             return ex
         cut_text = cut_text[:at]
         earlier = core(cut_text, policy) if cut_text.strip() else None
-        if earlier is None or earlier.answer is None:
-            break
+        if earlier is None or earlier.answer is None or not re.search(r"[\d\\]", earlier.answer):
+            break  # "Die Antwort ist nicht 12.": the word before the phrase ("Die") states nothing
         ex = earlier
     if ex.answer is None:
         return ex

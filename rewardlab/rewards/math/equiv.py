@@ -20,13 +20,19 @@ Try it: ``rewardlab reward math --completion PRED --gold GOLD`` prints the decis
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 
 from rewardlab.rewards.math.bounded import decimal, parse_int, repeating
 from rewardlab.rewards.math.extract import ANSWER_WORDS
+from rewardlab.rewards.math.forms import rewrite_forms
+from rewardlab.rewards.math.identity import as_complex, numeric_identity
+from rewardlab.rewards.math.relations import (
+    constant_relation,
+    relation_sets_equal,
+    relations,
+    relations_as_interval,
+)
 from rewardlab.rewards.math.structures import (
     RELATION,
     Seq,
@@ -42,7 +48,6 @@ from rewardlab.rewards.math.values import (
     Huge,
     Invalid,
     Num,
-    Poly,
     Unsupported,
     parse_scalar,
     scalars_equal,
@@ -185,7 +190,7 @@ def _unit_like(word: str) -> bool:
 def normalize(ans: str) -> tuple[str, dict]:
     """Canonical text of an extracted answer, and flags (``percent``, ``text``)."""
     flags: dict = {}
-    s = ans.strip()
+    s = ans.strip().replace("²", "^2").replace("³", "^3")  # a unit's power (commit.normalize_surface)
     s = _THOUSANDS_BANG.sub(",", s)
     s = re.sub(r"(?<=\d)\s*+\{\s*+,\s*+\}\s*+(?=\d{3})", ",", s)
     s = re.sub(r"\{\s*+,\s*+\}", ",", s)
@@ -193,6 +198,7 @@ def normalize(ans: str) -> tuple[str, dict]:
     for a, b in _SIMPLE_SUBS:
         if a in s:
             s = s.replace(a, b)
+    s = rewrite_forms(s)
     s, _ = _unwrap_text(s, ("\\boxed", "\\fbox"))
     s, flags["text"] = _unwrap_text(s)
     s = _ORDINAL.sub("", s)
@@ -293,72 +299,14 @@ def _is_text_word(s: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z][A-Za-z ]*[A-Za-z]", s)) and s.lower() not in _KEEP_WORDS
 
 
-_REL_SPLIT = re.compile(r"\\le(?![a-z])|\\ge(?![a-z])|\\ne(?![a-z])|<|>|=")
-_FLIP = {">": "<", "\\ge": "\\le"}
-
-
-def _relations(s: str, max_depth: int) -> list[tuple[tuple, str]] | None:
-    """``a < b \\le c`` as canonical (polynomial, op) pairs with op in <, \\le, =, \\ne; None if not parsable."""
-    if top_level_split(s, ",") or "\\in" in s:
-        return None
-    parts, ops, last = [], [], 0
-    depth = 0
-    for m in _REL_SPLIT.finditer(s):
-        seg = s[last:m.start()]
-        depth += sum(seg.count(c) for c in "({[") - sum(seg.count(c) for c in ")}]")
-        if depth != 0:
-            return None
-        parts.append(s[last:m.start()])
-        ops.append(m.group(0))
-        last = m.end()
-    parts.append(s[last:])
-    if not ops:
-        return None
-    out = []
-    for (lhs, rhs), op in zip(zip(parts, parts[1:]), ops):
-        a, b = parse_scalar(lhs, max_depth), parse_scalar(rhs, max_depth)
-        if not (isinstance(a.value, Poly) and isinstance(b.value, Poly)) or a.percent or b.percent:
-            return None
-        poly = a.value + (-b.value)
-        if op in _FLIP:
-            poly, op = -poly, _FLIP[op]
-        keys = sorted(k for k in poly.terms if k)
-        if not keys:
-            return None  # a relation between constants: let the slow path decide what it means
-        lead = poly.terms[keys[-1]]
-        scale = 1 / (abs(lead) if op in ("<", "\\le") else lead)
-        poly = poly * Poly.const(scale)
-        out.append((tuple(sorted(poly.terms.items())), op))
-    return out
-
-
-def _relations_as_interval(rel: list[tuple[tuple, str]]) -> tuple[Num, Num, bool, bool] | None:
-    """Bounds on one variable (``a < x \\le b``, ``x \\ge 1``) as (lo, hi, lo_closed, hi_closed)."""
-    lo, hi = Num(Huge(-1, math.inf)), Num(Huge(1, math.inf))
-    lo_c = hi_c = False
-    var = None
-    for terms, op in rel:
-        if op not in ("<", "\\le"):
-            return None
-        t = dict(terms)
-        lin = [k for k in t if k]
-        if len(lin) != 1 or len(lin[0]) != 1 or lin[0][0][1] != 1 or (var is not None and lin[0][0][0] != var):
-            return None
-        var = lin[0][0][0]
-        c, k = t[lin[0]], t.get((), Fraction(0))
-        bound = Num(Poly.const(-k / c))
-        if c > 0:  # x + k < 0: an upper bound
-            hi, hi_c = bound, op == "\\le"
-        else:  # -x + k < 0: a lower bound
-            lo, lo_c = bound, op == "\\le"
-    return lo, hi, lo_c, hi_c
-
-
 def _compare_relations(pn: str, gn: str, d: Decision, max_depth: int) -> Decision:
     """Equations and inequalities: equal up to a (positive, for inequalities) factor; chains as sets."""
+    eq = relation_sets_equal(pn, gn, max_depth)
+    if eq is not None:  # "x \\le -3 or x \\ge 2", "1 \\le |z| \\le 2", "0 < f(x) < 1" as sets
+        return d.decide(eq, "fast_interval")
     try:
-        rp = _relations(pn, max_depth)
-        rg = _relations(gn, max_depth)
+        rp = relations(pn, max_depth)
+        rg = relations(gn, max_depth)
     except (Unsupported, Invalid, ValueError, ZeroDivisionError, OverflowError, RecursionError) as e:
         d.detail = f"{type(e).__name__}: {e}"
         return d
@@ -367,14 +315,16 @@ def _compare_relations(pn: str, gn: str, d: Decision, max_depth: int) -> Decisio
         return d
     if (rp is None) != (rg is None):  # an inequality against an interval: x < 3 vs (-\\infty, 3)
         rel, other = (rp, gn) if rp is not None else (rg, pn)
-        iv = _relations_as_interval(rel)
+        iv = relations_as_interval(rel)
+        if iv is None and constant_relation(rel):
+            return d.decide(False, "constant_relation", "a relation between constants (\\sqrt2 < 3) describes no set")
         try:
             st = parse_structure(other, max_depth)
         except (Unsupported, Invalid, ValueError, ZeroDivisionError, OverflowError, RecursionError):
             st = None
         if (iv is not None and isinstance(st, Seq) and st.kind == "tuple" and len(st.items) == 2
                 and st.brackets[0] in "([" and st.brackets[1] in ")]"):
-            lo, hi, lo_closed, hi_closed = iv
+            lo, hi, lo_closed, hi_closed, _ = iv
             res = [scalars_equal(lo, st.items[0]) if isinstance(st.items[0], Num) else None,
                    scalars_equal(hi, st.items[1]) if isinstance(st.items[1], Num) else None]
             if None not in res:
@@ -560,6 +510,10 @@ def _compare_values(pn: str, gn: str, d: Decision, max_depth: int) -> Decision:
         d.detail = f"{type(e).__name__}: {e}"
         if "a word" in str(e) and (_PLAIN_NUMBER.fullmatch(pn) or _PLAIN_NUMBER.fullmatch(gn)):
             d.equal, d.rule = False, "text_vs_number"  # "AZYUK2A" or "answer" is not 2
+        elif "function of a variable" in str(e):
+            ident = numeric_identity(pn, gn, _evaluate)
+            if ident is not None:  # sec^2 y vs tan^2 y + 1: evaluated at points on both sides of 0
+                return d.decide(ident, "fast_identity")
         return d
     try:
         eq = structures_equal(a, b)
@@ -569,6 +523,13 @@ def _compare_values(pn: str, gn: str, d: Decision, max_depth: int) -> Decision:
         d.detail = "values not comparable here"
         return d
     return d.decide(eq, _rule_name(a, b))
+
+
+def _evaluate(s: str) -> complex | None:
+    n = parse_scalar(s, 40)
+    if n.percent or n.literal is not None:
+        return None
+    return as_complex(n.value)
 
 
 def _rule_name(a, b) -> str:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from rewardlab.rewards.math.boxes import box_groups, find_boxes
 from rewardlab.rewards.math.commit import committed, normalize_surface, number_words_conclusion, words_to_number
+from rewardlab.rewards.math.givens import asks_the_problem, repeats_a_result, restates_givens
 
 STOP_TOKENS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>", "</s>")
 MAX_ANSWER_CHARS = 20_000
@@ -108,7 +109,11 @@ _HASH = re.compile(r"####")
 #   _LEADING_WORDS is anchored at the start and bounded ({0,40}).
 _PHRASE = re.compile(
     r"(?:final\s++answer|\banswer)s?\s*+(?:\*\*)?\s*+(?:is|are|:|=|(?:would|should|will|must)\s++be)\s*+(?::|\*\*)?\s*+"
-    r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+",
+    r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+"
+    # Spanish, French, German, Chinese (see .commit for their corrections and negations)
+    r"|\brespuesta(?:\s++final)?\s*+(?:es|:)\s*+:?\s*+|\bréponse(?:\s++finale)?\s*+(?:est|:)\s*+:?\s*+"
+    r"|\bantwort\s*+(?:ist|lautet|:)\s*+:?\s*+|\b(?:resultado|résultat|ergebnis)\s++(?:es|est|ist|lautet)\s*+:?\s*+"
+    r"|答案\s*+(?:应该|应|就)?(?:是|为|:)\s*+:?\s*+|答案(?=\s*+(?:不是|不等于|不可能是))",
     re.IGNORECASE,
 )
 _NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+(?::\d+)?)(?:\.\d+)?(?:\s*+/\s*+\d+|"
@@ -154,7 +159,8 @@ def _digits_key(num: str) -> str:
     return ("-" if neg else "") + num
 
 
-_NEGATED_START = re.compile(r"(?:not|isn't|is\s++not|never)\b", re.IGNORECASE)
+_NEGATED_START = re.compile(r"(?:not|isn't|is\s++not|never|nicht|keine?|no\s++(?:es|son)|pas)\b"
+                            r"|\s*+(?:不是|不等于|不可能是)", re.IGNORECASE)
 _PLACEHOLDERS = {"n", "x", "answer", "your answer", "final answer", "the answer", "...", "\\ldots", "?",
                  "\\text{answer}"}
 
@@ -185,7 +191,7 @@ def _sentence(region: str) -> str:
 def _words_outside_commands(s: str) -> list[str]:
     s = re.sub(r"\\[A-Za-z]+", " ", s)
     s = re.sub(r"_\{[^}]*\}|_\w", " ", s)
-    return [w.lower() for w in re.findall(r"[A-Za-z]{2,}", s)]
+    return [w.lower() for w in re.findall(r"[A-Za-z]{2,}|[\u4e00-\u9fff]{2}", s)]  # two ideographs: a word
 
 
 def is_bare_answer(s: str) -> bool:
@@ -378,10 +384,10 @@ _ANSWER_THEN_NUMBER = re.compile(r"\banswers?+\s*+[:=]?\s*+(-?\d[\d.,]*+)", re.I
 # zero-width space): a marker-less text holding one and several numbers is a random model's junk, whose
 # last number is no answer.
 _ARTEFACT = re.compile("[\ufffd\u0120\u010a\u2581]")
-# Sub-words glued to digits as no prose or formula writes them: letters then a digit ("answer0", "qI1"),
-# a digit then mixed case or a long capital run ("3ingANS", "650ANS"), "0_ing", "is#ab", an accented
-# letter against a digit or "=" ("é1", "é=").
+# Sub-words glued as no prose or formula writes them: "answer0", "qI1", "3ingANS", "650ANS", "0_ing", "is#ab",
+# an accent against a digit or "=" ("é1", "é="), "answer" inside a run of letters ("inganswer", "answeris").
 _JUNK_GLUE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}\d|\d[a-z]+[A-Z]|\d[A-Z]{3,}|\d_[A-Za-z]{2,}|[A-Za-z\d]#[A-Za-z]"
+                        r"|(?<=[a-z]{2})(?<!un)answer|answer(?!s\b|ed\b|ing\b|able\b)[a-z]"
                         "|[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f][\\d=]|\\d[\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]")
 _PLAIN_WORD = re.compile(r"(?<!\S)[A-Za-z][a-z]{2,}+[.,;:!?]?(?!\S)")
 _CALL = re.compile(r"(?:sin|cos|tan|cot|sec|csc|log|ln|exp|sqrt|max|min|gcd|lcm|det|mod|abs)\(", re.IGNORECASE)
@@ -520,6 +526,8 @@ def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
     else:
         return Extraction(None, "none", "no_answer")
     end = start + len(piece)
+    if asks_the_problem([p for _, p in pieces[idx + 1:]]):  # "Tom has 5 ... How many do they have?"
+        return Extraction(None, "none", "restated")
     if _UNFINISHED_TAIL.search(tail):  # "... 4 + 4 = 8, 8 x": cut mid-formula, no answer stated
         return Extraction(None, "none", "no_answer")
     retracted = {_rhs(r) for r in results if _RETRACT.search(tail, r.end())}
@@ -536,8 +544,10 @@ def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
         return ex
     if (ex.answer is not None and ex.answer not in retracted and len(pieces) - 1 - idx <= MAX_TRAILING_PIECES
             and _concludes(piece, ex.answer)):
-        earlier = set(_numbers(tail[:start]))
-        if ex.answer not in earlier:
+        if restates_givens(tail, piece, ex.answer, _numbers(piece)):  # "Tom has 5 apples and Jane has 3 apples."
+            return Extraction(None, "fallback", "restated")
+        if ex.answer not in set(_numbers(tail[:start])) or repeats_a_result(
+                tail[:start], ex.answer, {_rhs(r) for r in results if r.end() <= start}, _numbers):
             return ex
     if results:
         last = results[-1]

@@ -16,6 +16,7 @@ from rewardlab.rewards.math.bounded import (
     integer_log,
     parse_int,
 )
+from rewardlab.rewards.math.forms import exact_trig
 from rewardlab.rewards.math.poly import (
     Invalid,
     Poly,
@@ -64,6 +65,7 @@ def _unary_funcs() -> dict:
 
 
 _UNARY_FUNCS = _unary_funcs()
+_TRIG = {"\\sin", "\\cos", "\\tan", "\\cot", "\\sec", "\\csc"}
 
 
 class Parser:
@@ -146,7 +148,7 @@ class Parser:
             elif t[1] in ("/", "\\div"):
                 self.take()
                 v = divide(v, self.unary())
-            elif t[0] in ("num", "letter") or t[1] in ("(", "{", "\\frac", "\\sqrt", "\\pi"):
+            elif t[0] in ("num", "letter") or t[1] in ("(", "{", "\\frac", "\\sqrt", "\\pi") or t[1] in _TRIG:
                 if t[0] == "num" and self.toks[self.i - 1][0] == "num":  # "1 11", "-9 1": a list or junk, not 11
                     raise Invalid("two numbers side by side")
                 v = times(v, self.power())  # implicit product: 2x, 3\pi, (a+b)(a-b)
@@ -254,10 +256,30 @@ class Parser:
         if name == "\\log" and self.peek() is not None and self.peek()[1] == "_":
             self.take()
             base = self.group()
-        if self.peek() is not None and self.peek()[1] == "^":
+        power = self._function_power(name)
+        value = self._function_value(name, base)
+        return value if power is None else power_of(value, power)
+
+    def _function_power(self, name: str) -> Value | None:
+        """``\\sec^2 y`` is (sec y)^2: a positive integer power of a trigonometric function (``\\sin^{-1}`` is
+        arcsin, refused); None when no power is written."""
+        if self.peek() is None or self.peek()[1] != "^":
+            return None
+        if name not in _TRIG:
             raise Unsupported("power of a function")
+        self.take()
+        power = self.exponent()
+        if not (isinstance(power, Poly) and power.is_const() and power.value() > 0
+                and power.value().denominator == 1 and power.value() <= 8):
+            raise Unsupported("only small positive integer powers of a function")
+        return power
+
+    def _function_value(self, name: str, base: Value | None) -> Value:
         t = self.peek()
         arg = self.group() if t is not None and t[1] in ("{", "(") else self.postfix()
+        exact = self._exact_trig(name, arg)
+        if exact is not None:
+            return exact
         c = constant_of(arg)
         if name == "\\log" and base is not None:
             b = constant_of(base)
@@ -273,6 +295,23 @@ class Parser:
         except (ValueError, ZeroDivisionError, OverflowError):
             raise Invalid(f"{name} undefined here") from None
         return opaque(f"{name[1:]}({c})", val)
+
+    @staticmethod
+    def _exact_trig(name: str, arg: Value) -> Value | None:
+        """sin(pi/3) = sqrt(3)/2 exactly (:func:`~rewardlab.rewards.math.forms.exact_trig`); None: not such an angle,
+        or a quotient of radicals this evaluator cannot divide (then the numeric atom decides unequal only)."""
+        ex = exact_trig(name, arg, lambda latex: Parser(latex, 10).parse())
+        if ex is None:
+            return None
+        num, den = ex
+        if den is None:
+            return num
+        if den.is_const() and den.value() == 0:
+            raise Invalid(f"{name} has a pole here")
+        try:
+            return divide(num, den)
+        except Unsupported:
+            return None
 
     def atom(self) -> Value:
         self._enter()

@@ -156,6 +156,9 @@ def parse_structure(s: str, max_depth: int = 40):
         if mat is None:
             raise Unsupported("matrix layout")
         return mat
+    diff = top_level_split(s, "\\setminus")
+    if diff is not None and len(diff) == 2:  # [0, 2] \setminus \{1\}: an interval (or union) without points
+        return _minus_points(parse_structure(diff[0], max_depth), parse_structure(diff[1], max_depth))
     union = top_level_split(s, "\\cup")
     if union is not None:
         return Seq("union", [parse_structure(x, max_depth) for x in union])
@@ -196,7 +199,34 @@ def _endpoint(n) -> float | None:
     return z.real if z is not None and abs(z.imag) < 1e-12 else None
 
 
-def _canonical_union(x) -> list | None:
+def _minus_points(left, right) -> Seq:
+    """``left`` (an interval or a union of intervals) without the points of ``right`` (a value or a set)."""
+    pieces = left.items if isinstance(left, Seq) and left.kind == "union" else [left]
+    points = right.items if isinstance(right, Seq) and right.kind == "set" else [right]
+    for p in points:
+        x = _endpoint(p)
+        if x is None or not math.isfinite(x):
+            raise Unsupported("set difference with a point that is no number")
+        out = []
+        for q in pieces:
+            if not (isinstance(q, Seq) and q.kind == "tuple" and len(q.items) == 2
+                    and q.brackets in ("()", "[]", "[)", "(]")):
+                raise Unsupported("set difference of something that is no interval")
+            lo, hi = _endpoint(q.items[0]), _endpoint(q.items[1])
+            if lo is None or hi is None:
+                raise Unsupported("interval endpoints that are no numbers")
+            b0, b1 = q.brackets
+            if lo < x < hi:
+                out += [Seq("tuple", [q.items[0], p], b0 + ")"), Seq("tuple", [p, q.items[1]], "(" + b1)]
+            elif x == lo or x == hi:
+                out.append(Seq("tuple", q.items, ("(" if x == lo else b0) + (")" if x == hi else b1)))
+            else:
+                out.append(q)
+        pieces = out
+    return Seq("union", pieces)
+
+
+def canonical_union(x) -> list | None:
     """Intervals with numeric endpoints, sorted and merged: [(lo, hi, lo_closed, hi_closed), ...]."""
     parts = x.items if x.kind == "union" else [x]
     ivs = []
@@ -253,7 +283,7 @@ def structures_equal(a, b) -> bool | None:
                     return None if any(structures_equal(x, y) is None for y in b.items) else False
             return True
         if a.kind == "union" or b.kind == "union":
-            ca, cb = _canonical_union(a), _canonical_union(b)
+            ca, cb = canonical_union(a), canonical_union(b)
             if ca is None or cb is None:
                 return (structures_equal(Seq("set", a.items), Seq("set", b.items))
                         if a.kind == b.kind == "union" else None)

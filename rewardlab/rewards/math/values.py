@@ -107,11 +107,11 @@ def scalars_equal(a: Num, b: Num) -> bool | None:
         return None
     for x, y in ((a, b), (b, a)):
         if x.percent and not y.percent:
-            return _vals_equal(x, y, scale=Fraction(1)) or _vals_equal(x, y, scale=Fraction(1, 100))
-    return _vals_equal(a, b, Fraction(1))
+            return vals_equal(x, y, scale=Fraction(1)) or vals_equal(x, y, scale=Fraction(1, 100))
+    return vals_equal(a, b, Fraction(1))
 
 
-def _vals_equal(a: Num, b: Num, scale: Fraction) -> bool | None:
+def vals_equal(a: Num, b: Num, scale: Fraction) -> bool | None:
     va, vb = a.value, b.value
     if isinstance(va, Huge) or isinstance(vb, Huge):
         if isinstance(va, Poly) and not va.is_const() or isinstance(vb, Poly) and not vb.is_const():
