@@ -1,0 +1,125 @@
+"""Episodes per second through the policy endpoint (``rewardlab.rollout.endpoint``) vs in-process, same run.
+
+    python bench/envs.py --episodes 64 --max-new-tokens 16 --out bench/data/envs_endpoint.json
+
+An episode is one row of ``reasoning_gym:spell_backward``: its prompt rendered by the chat template, one
+completion sampled, and reasoning-gym's score of it. Four ways, on the same rows, model and settings:
+
+* ``in-process, batched``: ``HFEngine.generate`` on all prompts at once (the trainer's path);
+* ``in-process, one at a time``: one ``generate_ids`` call per episode;
+* ``endpoint, sequential``: one HTTP request per episode to ``/inference/v1/generate`` (token ids in and out),
+  one client;
+* ``endpoint, 8 / 32 clients``: the same requests, unseeded, from 8 or 32 threads: requests that queue while the
+  engine is busy share its next call (``ServedPolicy.max_batch``).
+
+The endpoint's overhead is its time over ``in-process, one at a time`` (same engine calls plus HTTP and JSON).
+The model is the tiny random one (``rewardlab.testing``) unless ``--model`` names another; 1 torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ENV = "reasoning_gym:spell_backward?answer=text"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--model", default=None, help="a model folder or 'default' (default: a tiny random model)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+
+    import httpx
+    import torch
+    import uvicorn
+
+    from rewardlab.envs import load_rows
+    from rewardlab.envs.gym import gym_reward
+    from rewardlab.models import load_model
+    from rewardlab.rollout import SamplingParams, format_prompt, make_engine
+    from rewardlab.rollout.endpoint import ServedPolicy, create_app
+    from rewardlab.testing import build_tiny_model
+
+    torch.set_num_threads(1)
+    path = args.model or str(build_tiny_model(Path(tempfile.mkdtemp()) / "tiny"))
+    model, tok = load_model(None if path == "default" else path)
+    model.eval()
+    engine = make_engine("hf", model, tok)
+    rows, _ = load_rows(ENV, "test", limit=args.episodes)
+    prompts = [engine.encode(format_prompt(tok, r.prompt)) for r in rows]
+    sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=0)
+    body = {"max_tokens": args.max_new_tokens, "temperature": 1.0, "seed": 0}
+
+    def score(texts: list[str]) -> float:
+        return sum(float(gym_reward(t, r.reference).score or 0) for t, r in zip(texts, rows)) / len(rows)
+
+    results: dict = {"made_by": "python bench/envs.py " + " ".join(sys.argv[1:]), "env": ENV,
+                     "episodes": args.episodes, "max_new_tokens": args.max_new_tokens, "model": args.model or "tiny",
+                     "ways": {}}
+
+    def record(name: str, seconds: float, texts: list[str]) -> None:
+        results["ways"][name] = {"seconds": round(seconds, 3), "episodes_per_s": round(args.episodes / seconds, 2),
+                                 "mean_score": round(score(texts), 4)}
+        print(f"{name:28s} {args.episodes / seconds:8.2f} episodes/s  ({seconds:.2f} s)", flush=True)
+
+    engine.generate_ids(prompts[:2], 1, sampling)  # warm-up
+    t = time.perf_counter()
+    done = engine.generate_ids(prompts, 1, sampling)
+    record("in-process, batched", time.perf_counter() - t, [c.text for c in done])
+    t = time.perf_counter()
+    one = [engine.generate_ids([p], 1, sampling)[0] for p in prompts]
+    record("in-process, one at a time", time.perf_counter() - t, [c.text for c in one])
+
+    policy = ServedPolicy(engine, tok, name="bench", max_model_len=4096)
+    sock_config = uvicorn.Config(create_app(policy), host="127.0.0.1", port=0, log_level="warning", access_log=False)
+    server = uvicorn.Server(sock_config)
+    import socket
+    import threading
+
+    sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as rewardlab.commands.serve.listen does
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/inference/v1/generate"
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    with httpx.Client(timeout=120) as client:
+        def call(ids: list[int], seeded: bool = True) -> str:
+            params = body if seeded else {k: v for k, v in body.items() if k != "seed"}
+            reply = client.post(url, json={"token_ids": ids, "sampling_params": params}).json()
+            return reply["choices"][0]["text"]
+
+        call(prompts[0])  # warm-up
+        t = time.perf_counter()
+        texts = [call(p) for p in prompts]
+        record("endpoint, sequential", time.perf_counter() - t, texts)
+        for clients in (8, 32):  # unseeded, so that requests queued together share an engine call
+            t = time.perf_counter()
+            with ThreadPoolExecutor(clients) as pool:
+                texts = list(pool.map(lambda ids: call(ids, seeded=False), prompts))
+            record(f"endpoint, {clients} clients", time.perf_counter() - t, texts)
+    server.should_exit = True
+    thread.join(timeout=10)
+    ways = results["ways"]
+    overhead = ways["endpoint, sequential"]["seconds"] / ways["in-process, one at a time"]["seconds"]
+    results["endpoint_over_in_process_one_at_a_time"] = round(overhead, 3)
+    results["endpoint_over_in_process_batched"] = round(
+        ways["endpoint, sequential"]["seconds"] / ways["in-process, batched"]["seconds"], 3)
+    extra_ms = (ways["endpoint, sequential"]["seconds"] - ways["in-process, one at a time"]["seconds"]) * 1000
+    print(f"endpoint / in-process (one at a time): {overhead:.2f}x time; "
+          f"per episode +{extra_ms / args.episodes:.1f} ms")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

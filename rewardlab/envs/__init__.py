@@ -1,0 +1,100 @@
+"""Environments: the tasks people bring, as rows and rewards for ``rewardlab train`` and ``rewardlab eval``.
+
+    rewardlab envs list                                        # every kind and what it offers
+    rewardlab train --env "reasoning_gym:spell_backward?answer=text" --steps 20
+    rewardlab eval runs/x/checkpoints/step-000020 --env reasoning_gym:spell_backward --limit 50
+    rewardlab train --env "openenv:http://127.0.0.1:8000?size=256"    # a running OpenEnv server
+
+An environment spec (:mod:`rewardlab.envs.spec`) is ``KIND:NAME?options``; a run's ``--task`` may hold
+one too, and ``--env`` is the same setting under its own name. Each kind is declared once, in
+:data:`KINDS`: the module that turns a spec into rows (``Row(id, prompt, reference, meta)``, the
+same rows the built-in tasks give) whose ``meta["reward"]`` names the environment's own scorer, so
+the trainer, the in-training eval and ``rewardlab eval`` grade exactly what the environment grades.
+
+:func:`load_rows` is the one loader train and eval call: a spec goes to its kind, anything else
+(``gsm8k``, ``arith:2``, ``rows.jsonl``) to :func:`rewardlab.tasks.load_task_with_source`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rewardlab import tasks
+from rewardlab.envs import gym, openenv
+from rewardlab.envs.spec import EnvSpec, looks_like_env, parse_spec
+from rewardlab.errors import RewardlabError
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of environment."""
+
+    summary: str
+    """One line for ``rewardlab envs list`` and ``--help``."""
+    rows: Callable[..., tuple[list[tasks.Row], dict[str, Any]]]
+    """``rows(spec, split, limit=, seed=) -> (rows, source)``."""
+    catalogue: Callable[[], dict[str, dict[str, Any]]]
+    """What the kind offers: name -> its options and their defaults."""
+    package: str
+    """The package it needs (installed by setup's dev extras)."""
+    reward: str
+    """The dotted path of its scorer: every row's ``meta["reward"]``, and ``eval --env``'s grader."""
+    target: str = "NAME"
+    """What follows ``KIND:`` (``NAME``, ``URL``), for help texts."""
+
+
+KINDS: dict[str, Kind] = {
+    "reasoning_gym": Kind("reasoning-gym's procedural datasets, scored by their own score_answer",
+                          gym.rows, gym.catalogue, "reasoning-gym", gym.REWARD),
+    "openenv": Kind("an OpenEnv server at a URL: one seeded reset per row, the reward of one step (one model turn)",
+                    openenv.rows, openenv.catalogue, "openenv-core", openenv.REWARD,
+                    target="URL"),
+}
+"""Environment kinds: the ``KIND`` of a ``KIND:NAME`` spec."""
+
+
+def is_env(name: str) -> bool:
+    """Whether a ``--task`` / ``--env`` value names an environment (``KIND:...``)."""
+    return looks_like_env(name, KINDS)
+
+
+def spec_of(text: str) -> EnvSpec:
+    """Parse an environment spec (one-line error when it names no kind of :data:`KINDS`)."""
+    return parse_spec(text, KINDS)
+
+
+def load_rows(name: str, split: str = "train", *, data_dir: str | os.PathLike | None = None,
+              limit: int | None = None, seed: int = 0) -> tuple[list[tasks.Row], dict[str, Any]]:
+    """The rows of a task or an environment and where they came from (``results.json``'s source)."""
+    if not is_env(name):
+        known = str(name).split(":")[0] in tasks.TASKS or str(name).endswith((".jsonl", ".jsonl.gz"))
+        if not known:
+            raise RewardlabError(f"unknown task {name!r}: choose {task_names()}")
+        return tasks.load_task_with_source(name, split, data_dir=data_dir, limit=limit, seed=seed)
+    if limit is not None and limit < 0:
+        raise RewardlabError(f"limit must be >= 0, got {limit}")
+    spec = spec_of(name)
+    return KINDS[spec.kind].rows(spec, split, limit=limit, seed=seed)
+
+
+def short_name(text: str) -> str:
+    """A folder- and metric-safe name of an environment spec: ``reasoning_gym-spell_backward``, plus the first 8
+    hex digits of the spec's sha256 when it has options (two option sets never share a name)."""
+    spec = spec_of(text)
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.kind}-{spec.name}").strip("_")
+    if not spec.options:
+        return base
+    return f"{base}-{hashlib.sha256(spec.text.encode()).hexdigest()[:8]}"
+
+
+def task_names() -> str:
+    """The ``--task`` help's list: the built-in tasks, the environment kinds, a file."""
+    kinds = " | ".join(f"{k}:{v.target}" for k, v in KINDS.items())
+    return f"{', '.join(tasks.TASKS)}, an environment {kinds}, or a FILE.jsonl"
+
+
+__all__ = ["KINDS", "is_env", "load_rows", "short_name", "spec_of"]
