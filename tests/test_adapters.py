@@ -299,7 +299,7 @@ def test_openrlhf_list_labels_in_file_mode():
 
 
 def test_verl_meta_excludes_router_objects():
-    meta = verl._meta({"index": 1, "num_turns": None}, {"reward_model_tokenizer": object(), "k": 2}, "ds")
+    meta = verl.meta_of({"index": 1, "num_turns": None}, {"reward_model_tokenizer": object(), "k": 2}, "ds")
     assert meta == {"index": 1, "k": 2, "data_source": "ds"}
 
 
@@ -384,7 +384,7 @@ def test_openrlhf_reward_func_convention():
 
 def test_openrlhf_module_entry_point(monkeypatch):
     monkeypatch.setenv("REWARDLAB_REWARD", "one_answer,overlong=1.0")
-    monkeypatch.setattr(openrlhf, "_default", None)
+    monkeypatch.setattr(openrlhf, "cached_reward_func", None)
     out = openrlhf.reward_func([r"Q \boxed{1}", "Q none"], ["Q", "Q"], ["1", "1"])
     # overlong has no token count here: skipped (not 0), and its graded flag says so
     assert out["rewards"].tolist() == [1.0, 0.0]

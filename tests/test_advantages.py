@@ -14,6 +14,7 @@ import torch
 
 from rewardlab.algos import AGGREGATIONS, AlgoError
 from rewardlab.algos import advantages as A
+from rewardlab.algos.value import value_loss
 
 F64 = torch.float64
 RTOL = 1e-6  # the whitening epsilons move hand values by < 1e-7 relative
@@ -349,7 +350,7 @@ def test_value_loss_clipping_two_tokens():
     values = t([[0.0, 0.0, 5.0]])
     returns = t([[1.0, 0.0, 5.0]])
     m = t([[1, 1, 0]])
-    loss, metrics = A.value_loss(vpreds, values, returns, m, cliprange=0.2)
+    loss, metrics = value_loss(vpreds, values, returns, m, cliprange=0.2)
     # token 1: v_clip = 0.2, (0.5-1)^2 = 0.25 < (0.2-1)^2 = 0.64 -> the clipped term, no gradient
     # token 2: (0.5-0)^2 = 0.25 > (0.2-0)^2 = 0.04 -> unclipped, d/dv = 2 * 0.5 = 1
     # token-mean: 0.5 * (0.64 + 0.25) / 2 = 0.2225; grad = 0.5 * [0, 1] / 2
@@ -359,7 +360,7 @@ def test_value_loss_clipping_two_tokens():
     close(metrics["vf_clipfrac"], 0.5)
     close(vpreds.grad, [[0.0, 0.25, 0.0]])
     vp2 = vpreds.detach().clone().requires_grad_(True)
-    loss2, _ = A.value_loss(vp2, values, returns, m, cliprange=0.2, agg="token-sum")
+    loss2, _ = value_loss(vp2, values, returns, m, cliprange=0.2, agg="token-sum")
     loss2.backward()
     close(loss2.detach(), 0.445)  # 0.5 * 0.89, the 0.5 after the sum
     close(vp2.grad, [[0.0, 0.5, 0.0]])
@@ -367,7 +368,7 @@ def test_value_loss_clipping_two_tokens():
 
 def test_value_loss_inside_the_clip_range():
     vp = t([[0.1, 0.3]]).requires_grad_(True)
-    loss, metrics = A.value_loss(vp, t([[0.0, 0.0]]), t([[1.0, 1.0]]), t([[1, 0]]), cliprange=0.2)
+    loss, metrics = value_loss(vp, t([[0.0, 0.0]]), t([[1.0, 1.0]]), t([[1, 0]]), cliprange=0.2)
     loss.backward()
     # v_clip = vpred = 0.1: both terms (0.1 - 1)^2 = 0.81; 0.5 * 0.81; grad 0.5 * 2 * (0.1 - 1) = -0.9
     close(loss.detach(), 0.405)
@@ -378,7 +379,7 @@ def test_value_loss_inside_the_clip_range():
 def test_value_loss_sum_norm_needs_max_len():
     x = t([[0.1, 0.3]])
     with pytest.raises(AlgoError, match="max_len"):
-        A.value_loss(x, x, x, t([[1, 1]]), cliprange=0.2, agg="seq-mean-token-sum-norm")
+        value_loss(x, x, x, t([[1, 1]]), cliprange=0.2, agg="seq-mean-token-sum-norm")
 
 
 @pytest.mark.parametrize("agg", AGGREGATIONS)
@@ -392,7 +393,7 @@ def test_value_loss_micro_batches_sum_to_the_step(agg):
     kw = {"cliprange": 0.2, "agg": agg, "max_len": 8 if agg == "seq-mean-token-sum-norm" else None}
 
     whole_vp = vpreds.clone().requires_grad_(True)
-    whole, _ = A.value_loss(whole_vp, values, returns, m, **kw)
+    whole, _ = value_loss(whole_vp, values, returns, m, **kw)
     whole.backward()
 
     split_vp = vpreds.clone().requires_grad_(True)
@@ -401,7 +402,7 @@ def test_value_loss_micro_batches_sum_to_the_step(agg):
     start = 0
     for size in (5, 4, 3):
         sl = slice(start, start + size)
-        part, _ = A.value_loss(split_vp[sl], values[sl], returns[sl], m[sl], num_tokens=n_tok, num_seqs=n_seq, **kw)
+        part, _ = value_loss(split_vp[sl], values[sl], returns[sl], m[sl], num_tokens=n_tok, num_seqs=n_seq, **kw)
         total = total + part
         start += size
     total.backward()
@@ -415,10 +416,10 @@ def test_value_loss_micro_batches_sum_to_the_step(agg):
 
 
 def test_estimators_registry():
-    assert set(A.ESTIMATORS) == {"gae", "reinforce_pp", "reinforce_pp_baseline", "rloo", "opo", "grpo_passk", "gpg",
+    assert set(A.FUNCTIONS) == {"gae", "reinforce_pp", "reinforce_pp_baseline", "rloo", "opo", "grpo_passk", "gpg",
                                  "remax", "gdpo"}
-    assert A.ESTIMATORS["gpg"] is A.gpg_advantage
-    assert all(callable(f) and f.__doc__ for f in A.ESTIMATORS.values())
+    assert A.FUNCTIONS["gpg"] is A.gpg_advantage
+    assert all(callable(f) and f.__doc__ for f in A.FUNCTIONS.values())
 
 
 def test_float32_in_float32_out_and_shape_errors():

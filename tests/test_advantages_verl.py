@@ -18,6 +18,7 @@ import torch
 import verl_fixtures
 
 from rewardlab.algos import advantages as adv_mod
+from rewardlab.algos.value import value_loss
 
 F64 = torch.float64
 RTOL = 1e-6
@@ -226,7 +227,7 @@ def test_value_loss_matches_verl(clip_key, agg_key, case):
     clip = float(clip_key.removeprefix("cliprange_value="))
     agg, max_len = _agg(agg_key)
     vp = _resolve(VL["vpreds"]).clone().requires_grad_(True)
-    loss, metrics = adv_mod.value_loss(vp, _resolve(VL["values"]), t(VL["returns"]), MASK, cliprange=clip,
+    loss, metrics = value_loss(vp, _resolve(VL["values"]), t(VL["returns"]), MASK, cliprange=clip,
                                        agg=agg, max_len=max_len)
     loss.backward()
     torch.testing.assert_close(loss.detach(), t(case["vf_loss"]), rtol=RTOL, atol=ATOL)

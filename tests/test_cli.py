@@ -40,7 +40,7 @@ def test_a_commands_exit_code_reaches_the_shell(monkeypatch):
 
     monkeypatch.setitem(cli.COMMANDS, "exit3", (__name__, "exit3", "test"))
     monkeypatch.setitem(globals(), "exit3", exit3)
-    monkeypatch.setattr(cli, "_available", lambda name: True)
+    monkeypatch.setattr(cli, "is_available", lambda name: True)
     with pytest.raises(SystemExit) as info:
         cli.main(["exit3"])
     assert info.value.code == 3

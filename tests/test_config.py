@@ -140,7 +140,7 @@ def test_a_run_saved_with_explicit_preset_values_still_resumes():
 def test_device_is_checked_before_anything_heavy(monkeypatch):
     import torch
 
-    from rewardlab.train.config import resolve_device
+    from rewardlab.models import resolve_device
 
     assert resolve_device("cpu") == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -160,7 +160,7 @@ def test_device_is_checked_before_anything_heavy(monkeypatch):
 
 
 def test_check_model_catches_typos_without_loading(tmp_path):
-    from rewardlab.train.config import check_model
+    from rewardlab.models import check_model
 
     check_model(None)
     check_model("default")

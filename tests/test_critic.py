@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rewardlab.algos.advantages import value_loss
+from rewardlab.algos.value import value_loss
 from rewardlab.errors import RewardlabError
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import decoder_blocks, pad_batch, token_logprobs
-from rewardlab.train.runtime import Sample
+from rewardlab.train.samples import Sample
 
 PAD = 0
 

@@ -99,7 +99,7 @@ def test_single_process_wrap_and_state_dict(tiny_model_dir):
     assert sd.keys() == model.state_dict().keys()
     with distributed.gathered_params(model) as m:
         assert m is model
-    assert len(distributed._decoder_layers(model)) == model.config.num_hidden_layers  # one FSDP unit each
+    assert len(distributed.decoder_layers(model)) == model.config.num_hidden_layers  # one FSDP unit each
 
 
 # --- 2-rank gloo job -----------------------------------------------------------------------------

@@ -1,6 +1,5 @@
-"""EvalConfig: the one declaration of eval's settings, the click options generated from it, and the
-keywords of the call of before it (``run_eval(model, suite, out_dir, **settings)``; that both calls give
-the same run is tested in tests/test_eval.py)."""
+"""EvalConfig: the one declaration of eval's settings and the click options generated from it (``run_eval(cfg,
+model)`` takes nothing else)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pytest
 from rewardlab.commands.eval import eval_cmd
 from rewardlab.errors import RewardlabError
 from rewardlab.eval import EvalConfig
-from rewardlab.eval.config import field_docs, from_keywords
+from rewardlab.eval.config import field_docs
 
 OPTION_NAMES = [  # every option of `rewardlab eval` before EvalConfig (the README and the tests use them)
     "--suite", "--limit", "--n", "--k", "--temperature", "--top-p", "--max-new-tokens", "--batch-size", "--seed",
@@ -50,18 +49,10 @@ def test_the_option_names_and_defaults_of_before_are_kept():
         assert _options()[name].default == default == getattr(EvalConfig(), name)
 
 
-def test_keywords_of_before_map_onto_the_fields():
-    cfg = from_keywords(["gsm8k"], "out", spec_files=["a.yaml"], progress=False, k=[1, 2],
-                        grader="minerva,lm-eval-strict",
-                        max_total_tokens=64)
-    assert cfg == EvalConfig(suite=["gsm8k"], output="out", spec=("a.yaml",), quiet=True, k=(1, 2),
-                             grader=("minerva,lm-eval-strict",), max_total_tokens=64)
-    assert cfg.grader_names() == ["rewardlab", "minerva", "lm-eval-strict"]
-    with pytest.raises(TypeError, match="bogus"):
-        from_keywords(["gsm8k"], "out", bogus=1)
+def test_k_is_a_comma_list_of_integers():
     with pytest.raises(RewardlabError, match="comma-separated integers"):
         EvalConfig(k="1,x")
-    assert EvalConfig(k="1,4").k == (1, 4) and EvalConfig(k="").k is None
+    assert EvalConfig(k="1,4").k == (1, 4) and EvalConfig(k="").k is None and EvalConfig(k=[1, 2]).k == (1, 2)
 
 
 def test_derived_settings():

@@ -194,7 +194,8 @@ def test_gsm8k_pieces_match_lm_eval_on_edge_cases():
     for text in CORPUS[:300] + ["abXYc", "xxYcXY"]:
         for until in stops:
             assert G.cut_at_stops(text, until) == postprocess_generated_text(text, stop=until, think_end_token=None)
-    for pattern, group in [("#### (\\-?[0-9\\.\\,]+)", 0), (G._FLEX, -1), (G._FLEX, 0), ("(a)|(b)|(c)", -1),
+    flex = G.FLEX_PATTERN
+    for pattern, group in [("#### (\\-?[0-9\\.\\,]+)", 0), (flex, -1), (flex, 0), ("(a)|(b)|(c)", -1),
                            ("(x*)", 0), ("\\d+", -1), ("((-?[$0-9.,]{2,})|(-?[0-9]+))", -1)]:
         f = RegexFilter(regex_pattern=pattern, group_select=group)
         for text in CORPUS[:300] + ["   ", "abc", "xx", "", " 12 "]:
@@ -339,7 +340,7 @@ def test_registry_and_parsing():
         G.parse_graders("nope")
     assert G.get_grader("lm-eval-strict", "code") is None
     assert G.get_grader("rewardlab", "math").name == "math"
-    assert G.get_grader("lm-eval-flexible").describe()["regex"] == G._FLEX
+    assert G.get_grader("lm-eval-flexible").describe()["regex"] == G.FLEX_PATTERN
     assert G.parser_name() in ("sympy-antlr", "latex2sympy2_extended")
 
 
@@ -367,7 +368,7 @@ def test_on_a_sample_store_lm_eval_strict_and_flexible_equal_lm_evals_own(tmp_pa
     data = _data_dir()
     if data is None:
         pytest.skip("no evaluation data directory (set REWARDLAB_DATA_DIR)")
-    from rewardlab.eval import load_rows, load_spec, render_prompt, run_eval
+    from rewardlab.eval import EvalConfig, load_rows, load_spec, render_prompt, run_eval
     from rewardlab.rollout import Completion
 
     spec = load_spec("gsm8k")
@@ -387,8 +388,9 @@ def test_on_a_sample_store_lm_eval_strict_and_flexible_equal_lm_evals_own(tmp_pa
                     out.append(Completion(i, [], [1], c, "stop"))
             return out
 
-    res = run_eval("corpus", ["gsm8k"], tmp_path, limit=24, n=6, k=[1], temperature=1.0, engine=Engine(), data_dir=data,
-                   progress=False, grader="lm-eval-strict,lm-eval-flexible")
+    cfg = EvalConfig(suite="gsm8k", output=str(tmp_path), limit=24, n=6, k=[1], temperature=1.0, data_dir=data,
+                     quiet=True, grader=("lm-eval-strict,lm-eval-flexible",))
+    res = run_eval(cfg, "corpus", engine=Engine())
     samples = [json.loads(x) for x in (tmp_path / "samples_gsm8k.jsonl").read_text().splitlines()[1:]]
     verdicts = {json.loads(x)["id"]: json.loads(x)
                 for x in (tmp_path / "graders_gsm8k.jsonl").read_text().splitlines()[1:]}
@@ -412,7 +414,7 @@ def test_on_a_sample_store_minerva_equals_lm_evals_process_results(tmp_path, min
     data = _data_dir()
     if data is None:
         pytest.skip("no evaluation data directory (set REWARDLAB_DATA_DIR)")
-    from rewardlab.eval import load_rows, load_spec, render_prompt, run_eval
+    from rewardlab.eval import EvalConfig, load_rows, load_spec, render_prompt, run_eval
     from rewardlab.rollout import Completion
 
     spec = load_spec("math500")
@@ -431,8 +433,9 @@ def test_on_a_sample_store_minerva_equals_lm_evals_process_results(tmp_path, min
                     out.append(Completion(i, [], [1], forms[(i + j) % len(forms)].format(ans), "stop"))
             return out
 
-    res = run_eval("m", ["math500"], tmp_path, limit=12, n=4, k=[1], temperature=1.0, engine=Engine(), data_dir=data,
-                   progress=False, grader="minerva,minerva-boxed")
+    cfg = EvalConfig(suite="math500", output=str(tmp_path), limit=12, n=4, k=[1], temperature=1.0, data_dir=data,
+                     quiet=True, grader=("minerva,minerva-boxed",))
+    res = run_eval(cfg, "m", engine=Engine())
     samples = [json.loads(x) for x in (tmp_path / "samples_math500.jsonl").read_text().splitlines()[1:]]
     verdicts = {json.loads(x)["id"]: json.loads(x)
                 for x in (tmp_path / "graders_math500.jsonl").read_text().splitlines()[1:]}

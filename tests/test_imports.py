@@ -42,11 +42,14 @@ ALLOWED: dict[str, set[str]] = {
     "algos": {"errors"},
     "models": {"errors"},
     "tasks": {"models", "errors", "rewards", "jsonl"},
+    # environments: rows (tasks.Row) and their own rewards (RewardResult) from outside packages
+    "envs": {"tasks", "rewards", "errors", "seeds"},
     "rollout": {"models", "errors", "fields", "seeds"},
     # train and eval run a tool rollout's code in the sandbox (--tools python)
-    "train": {"algos", "rewards", "rollout", "sandbox", "tasks", "models", "logging", "plots", "locks", "errors",
-              "fields", "seeds", "forkserver"},
-    "eval": {"rewards", "rollout", "sandbox", "tasks", "models", "plots", "locks", "errors", "jsonl", "fields",
+    "train": {"algos", "rewards", "rollout", "sandbox", "tasks", "envs", "models", "logging", "plots", "locks",
+              "errors", "fields", "seeds", "forkserver"},
+    "eval": {"rewards", "rollout", "sandbox", "tasks", "envs", "models", "plots", "locks", "errors", "jsonl",
+             "fields",
              "seeds"},
     "adapters": {"rewards", "errors"},
 }
@@ -207,3 +210,37 @@ def test_the_checker_catches_a_forbidden_arrow_and_a_cycle():
 ])
 def test_imports_are_resolved_to_modules(source, expected):
     assert [m for m, _ in imports_of(ROOT / "rewards" / "probe.py", source)] == expected
+
+
+def module_graph() -> dict[tuple[str, str], list[str]]:
+    """(importer module, imported module) -> where, for every import of every module (lazy ones included)."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        src = module_name(path)
+        for mod, line in imports_of(path):
+            if mod != src:
+                edges.setdefault((src, mod), []).append(f"{path.relative_to(ROOT.parent)}:{line}")
+    return edges
+
+
+MODULE_CYCLES_KNOWN: dict[tuple[str, ...], str] = {
+    # a module cycle still there, and why. Keep this list empty: test_known_module_cycles_are_still_there fails
+    # once the cycle is gone (then delete the entry).
+    ("rewardlab.rewards.math", "rewardlab.rewards.math.commit", "rewardlab.rewards.math.equiv",
+     "rewardlab.rewards.math.extract", "rewardlab.rewards.math.slow"):
+        "the commitment rule (commit.py) reads extract.py's patterns and the fast comparison through lazy imports, "
+        "and extract.py calls the rule: one concern split over modules (issue 37 leaves it for the math reward's "
+        "owner)",
+}
+
+
+def test_no_import_cycle_between_modules():
+    """No module imports, however lazily, a module that imports it back (issue 37: the circle
+    async_rollout -> async_worker -> build and settings -> objectives -> settings are gone)."""
+    found = [tuple(c) for c in cycles(module_graph()) if tuple(c) not in MODULE_CYCLES_KNOWN]
+    assert not found, f"import cycles between modules: {found}"
+
+
+def test_known_module_cycles_are_still_there():
+    stale = [c for c in MODULE_CYCLES_KNOWN if c not in {tuple(x) for x in cycles(module_graph())}]
+    assert not stale, f"these module cycles are gone: remove them from MODULE_CYCLES_KNOWN: {stale}"

@@ -15,6 +15,7 @@ from rewardlab.rewards.judge import (
     DEFAULT_TEMPLATE,
     HybridReward,
     JudgeCache,
+    JudgeOptions,
     JudgeReward,
     VerdictError,
     judge_metrics,
@@ -47,7 +48,7 @@ def _reset(live):
 def judge_for(url: str, **kw) -> JudgeReward:
     kw.setdefault("deadline", 5.0)
     kw.setdefault("backoff", 0.01)
-    return JudgeReward(url, "fake-judge", **kw)
+    return JudgeReward(url, "fake-judge", JudgeOptions(**kw))
 
 
 # ---------------------------------------------------------------------------- the parser

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from rewardlab.rewards.judge import DEFENCES, JudgeReward
+from rewardlab.rewards.judge import DEFENCES, JudgeOptions, JudgeReward
 from judge_server import LiveServer, echo_correct, fake_judge_app, naive, sycophant
 
 Q = "Tom has 3 apples and buys 4 more. How many apples does Tom have now?"
@@ -96,7 +96,7 @@ def live():
 
 
 def judge_for(url: str, **kw) -> JudgeReward:
-    return JudgeReward(url, "fake-judge", deadline=5.0, cache=False, **kw)
+    return JudgeReward(url, "fake-judge", JudgeOptions(**{"deadline": 5.0, "cache": False, **kw}))
 
 
 def score(live, script, row_id: str, **kw):
@@ -170,5 +170,5 @@ def test_the_system_prompt_says_the_blocks_are_data(live):
 
 def test_unknown_defence_is_refused():
     with pytest.raises(ValueError, match="unknown defence"):
-        JudgeReward("http://127.0.0.1:9/v1", "m", disable=("fence", "typo"))
+        JudgeReward("http://127.0.0.1:9/v1", "m", JudgeOptions(disable=("fence", "typo")))
 

@@ -10,7 +10,6 @@ and the fake judge pays "1": groups get reward variance, and a group's repeated 
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import subprocess
@@ -60,14 +59,13 @@ def live():
 # ---------------------------------------------------------------------------- settings
 
 
-def test_train_defaults_are_the_judge_builders():
-    from rewardlab.rewards.judge import build_judge
-    from rewardlab.train.config import TrainConfig
+def test_train_carries_every_judge_setting_with_its_default_and_help():
+    from rewardlab.fields import attribute_docs
+    from rewardlab.rewards.judge import JudgeSettings
+    from rewardlab.train.config import TrainConfig, field_docs, judge_of
 
-    defaults, params = TrainConfig(), inspect.signature(build_judge).parameters
-    for field, param in [("judge_extract", "extract"), ("judge_deadline", "deadline"),
-                         ("judge_concurrency", "concurrency"), ("judge_failure_score", "failure_score")]:
-        assert getattr(defaults, field) == params[param].default, field
+    assert judge_of(TrainConfig()) == JudgeSettings()
+    assert {k: field_docs()[k] for k in attribute_docs(JudgeSettings)} == attribute_docs(JudgeSettings)
 
 
 def test_build_reward_makes_a_judge_a_hybrid_or_a_clear_error(tmp_path):

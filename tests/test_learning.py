@@ -9,7 +9,7 @@ score can move both ways. Each algorithm runs three times:
 
 * ``normal``: the letters reward. The letters score must rise by >= 0.3 (mean of the last 3 steps vs
   the first 3; measured here +0.53 to +0.55 for most algorithms; ``remax`` on the mean of 3 seeds, below).
-* ``flipped``: the same run with every advantage negated (``rewardlab.train.loop._ADVANTAGE_SIGN``, a
+* ``flipped``: the same run with every advantage negated (``rewardlab.train.loop.ADVANTAGE_SIGN``, a
   test-only hook) must not rise (<= +0.05; measured -0.39 to -0.44).
 * ``random``: a coin-flip reward independent of the completion; the letters score must not rise
   (<= +0.15; measured -0.06 to +0.02).
@@ -121,7 +121,7 @@ def test_reward_rises(algo, k, tiny_model_dir, tmp_path):
 def test_flipped_advantages_do_not_raise_the_reward(algo, k, tiny_model_dir, tmp_path, monkeypatch):
     import rewardlab.train.loop
 
-    monkeypatch.setattr(rewardlab.train.loop, "_ADVANTAGE_SIGN", -1.0)
+    monkeypatch.setattr(rewardlab.train.loop, "ADVANTAGE_SIGN", -1.0)
     curve = run(tmp_path, tiny_model_dir, algo, "letters", k)
     assert change(curve) <= FLAT, f"{algo}: letters score rose with negated advantages: {show(curve)}"
 
@@ -143,7 +143,7 @@ def test_grpo_learns_at_a_sampled_recipe_and_its_controls_do_not(k, tiny_model_d
 
     rise = change(run(tmp_path / "n", tiny_model_dir, "grpo", "letters", k, **SAMPLED))
     noise = change(run(tmp_path / "r", tiny_model_dir, "grpo", "coin", k, **SAMPLED))
-    monkeypatch.setattr(rewardlab.train.loop, "_ADVANTAGE_SIGN", -1.0)
+    monkeypatch.setattr(rewardlab.train.loop, "ADVANTAGE_SIGN", -1.0)
     flipped = change(run(tmp_path / "f", tiny_model_dir, "grpo", "letters", k, **SAMPLED))
     assert rise >= RISE and flipped <= FLAT and noise <= NOISE, (rise, flipped, noise)
 
@@ -158,6 +158,6 @@ def test_grpo_learns_with_packed_token_budget_micro_batches_and_its_controls_do_
     layout = {"packing": packing, "max_tokens_per_micro_batch": 160}
     rise = change(run(tmp_path / "n", tiny_model_dir, "grpo", "letters", **layout))
     noise = change(run(tmp_path / "r", tiny_model_dir, "grpo", "coin", **layout))
-    monkeypatch.setattr(rewardlab.train.loop, "_ADVANTAGE_SIGN", -1.0)
+    monkeypatch.setattr(rewardlab.train.loop, "ADVANTAGE_SIGN", -1.0)
     flipped = change(run(tmp_path / "f", tiny_model_dir, "grpo", "letters", **layout))
     assert rise >= RISE and flipped <= FLAT and noise <= NOISE, (rise, flipped, noise)

@@ -177,13 +177,13 @@ def test_a_model_that_fails_to_load_leaves_no_run_folder(tmp_path):
 def test_typo_model_next_to_an_existing_default_run_says_does_not_exist(tmp_path):
     """The default run directory names the model, so a typo'd --model is not taken for a resume."""
     from rewardlab.train.config import TrainConfig
-    from rewardlab.train.runtime import _run_name
+    from rewardlab.train.runtime import run_name
 
-    default = Path("runs") / _run_name(TrainConfig())
+    default = Path("runs") / run_name(TrainConfig())
     assert default.name == "gspo-arith-SmolLM2-135M-Instruct"
-    assert _run_name(TrainConfig(model="./typo")) == "gspo-arith-typo"
-    assert _run_name(TrainConfig(model="runs/a/checkpoints/step-000020/")) == "gspo-arith-a-step-000020"
-    assert (_run_name(TrainConfig(algo="dapo", task="data/mine.jsonl", model="Qwen/Qwen2.5-0.5B"))
+    assert run_name(TrainConfig(model="./typo")) == "gspo-arith-typo"
+    assert run_name(TrainConfig(model="runs/a/checkpoints/step-000020/")) == "gspo-arith-a-step-000020"
+    assert (run_name(TrainConfig(algo="dapo", task="data/mine.jsonl", model="Qwen/Qwen2.5-0.5B"))
             == "dapo-mine.jsonl-Qwen2.5-0.5B")
     fake_run(tmp_path / default, ["train", "--threads", "1"])
     before = snapshot(tmp_path / default)

@@ -258,7 +258,7 @@ def test_hub_probe_unreachable_endpoint_is_false_and_cached(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")
-    monkeypatch.setattr(models, "_HUB_PROBE", {})
+    monkeypatch.setattr(models, "HUB_PROBE", {})
     monkeypatch.setattr(models.urllib.request, "urlopen", refuse)
     assert models.hub_reachable() is False
     assert models.hub_reachable() is False
@@ -289,14 +289,14 @@ def test_default_model_loads_from_converted_cache(monkeypatch, tmp_path, tiny_mo
 def test_default_model_falls_back_when_hub_download_fails(monkeypatch, tmp_path, tiny_model_dir):
     target = _fake_cache(tmp_path, tiny_model_dir, monkeypatch)
     monkeypatch.setattr(models, "hub_reachable", lambda timeout=3.0: True)
-    real = models._from_pretrained
+    real = models.load_pretrained
 
     def hub_fails(source, **kw):
         if source == DEFAULT_MODEL and not kw["local_files_only"]:
             raise RewardlabError("model not found: 504 gateway timeout")
         return real(source, **kw)
 
-    monkeypatch.setattr(models, "_from_pretrained", hub_fails)
+    monkeypatch.setattr(models, "load_pretrained", hub_fails)
     model, _ = load_model("default")
     assert model.rewardlab_provenance["path"] == str(target)
 
@@ -314,7 +314,7 @@ def test_hub_probe_success(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "https://mirror.example")
-    monkeypatch.setattr(models, "_HUB_PROBE", {})
+    monkeypatch.setattr(models, "HUB_PROBE", {})
     seen = []
     monkeypatch.setattr(models.urllib.request, "urlopen", lambda req, timeout: seen.append(req.full_url) or Resp())
     assert models.hub_reachable() is True

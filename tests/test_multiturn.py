@@ -15,8 +15,15 @@ import torch
 
 from rewardlab.rollout.base import SamplingParams
 from rewardlab.rollout.multiturn import Trajectory, extract_code, rollout_with_tools
+from rewardlab.rollout.tool_settings import FIELDS, ToolSettings
 from rewardlab.sandbox import Limits, execute
 from scripted import Scripted, assert_sampler_logprobs
+
+
+def rollout(model, tok, prompts, n, sampling, **kw):
+    """:func:`rollout_with_tools` with the tool settings given as keywords (:class:`ToolSettings`' field names)."""
+    settings = ToolSettings(**{k: kw.pop(k) for k in FIELDS if k in kw})
+    return rollout_with_tools(model, tok, prompts, n, sampling, settings=settings, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +56,7 @@ def test_token_exact_logprobs_with_the_real_model(lm):
     model, tok = lm
     prompts = ["What is 3 plus 4?", "def add(a, b):"]
     t0 = time.monotonic()
-    trajs = rollout_with_tools(model, tok, prompts, n=2, sampling=_sampling(32, seed=1), execute=execute,
+    trajs = rollout(model, tok, prompts, n=2, sampling=_sampling(32, seed=1), execute=execute,
                                max_turns=2, max_total_tokens=40)
     assert time.monotonic() - t0 < 20
     assert len(trajs) == 4 and [t.prompt_index for t in trajs] == [0, 0, 1, 1]
@@ -58,7 +65,7 @@ def test_token_exact_logprobs_with_the_real_model(lm):
         _check_shape(t, 40)
         assert t.finish_reason in ("stop", "length", "max_turns")
         assert_sampler_logprobs(model, t)
-    again = rollout_with_tools(model, tok, prompts[:1], n=2, sampling=_sampling(32, seed=1), execute=execute,
+    again = rollout(model, tok, prompts[:1], n=2, sampling=_sampling(32, seed=1), execute=execute,
                                max_turns=2, max_total_tokens=40)
     assert [t.token_ids for t in again] == [t.token_ids for t in trajs[:2]]  # seeded: reproducible
 
@@ -67,7 +74,7 @@ def test_logprobs_are_under_the_warped_distribution(lm):
     """temperature / top-k: the recorded log-prob is log_softmax(top_k(logits / T)) at the token."""
     model, tok = lm
     T, K = 0.7, 20
-    (t,) = rollout_with_tools(model, tok, ["Hello"], n=1,
+    (t,) = rollout(model, tok, ["Hello"], n=1,
                               sampling=SamplingParams(max_new_tokens=16, temperature=T, top_k=K, seed=5),
                               execute=execute, max_total_tokens=16)
     full = torch.tensor([t.prompt_ids + t.token_ids])
@@ -83,7 +90,7 @@ def test_logprobs_are_under_the_warped_distribution(lm):
 def test_unclosed_block_is_not_a_tool_call(lm):
     model, tok = lm
     script = tok.encode("```python\nprint(1)\n", add_special_tokens=False) + [tok.eos_token_id]
-    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+    (t,) = rollout(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
                               execute=execute, max_total_tokens=64)
     assert t.token_ids == script and t.finish_reason == "stop" and t.tool_calls == 0
     assert len(t.turns) == 1 and t.turns[0]["code"] is None and t.turns[0]["observation"] is None
@@ -95,7 +102,7 @@ def test_token_exact_across_an_inserted_observation(lm):
     model, tok = lm
     script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
     wrapped = Scripted(model, script, times=1)
-    (t,) = rollout_with_tools(wrapped, tok, ["Compute:"], n=1, sampling=_sampling(32, seed=3), execute=execute,
+    (t,) = rollout(wrapped, tok, ["Compute:"], n=1, sampling=_sampling(32, seed=3), execute=execute,
                               max_turns=3, max_total_tokens=80)
     _check_shape(t, 80)
     assert t.tool_calls == 1
@@ -109,7 +116,7 @@ def test_token_exact_across_an_inserted_observation(lm):
 def test_scripted_tool_call_inserts_the_output(lm):
     model, tok = lm
     script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
-    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Compute:"], n=1, sampling=_sampling(24, seed=0),
+    (t,) = rollout(Scripted(model, script), tok, ["Compute:"], n=1, sampling=_sampling(24, seed=0),
                               execute=execute, max_turns=3, max_total_tokens=96)
     _check_shape(t, 96)
     assert t.tool_calls == 1
@@ -129,15 +136,15 @@ def test_timeout_and_flood_are_reported(lm):
     model, tok = lm
     loop = tok.encode("```python\nwhile True: pass\n```", add_special_tokens=False)
     t0 = time.monotonic()
-    (t,) = rollout_with_tools(Scripted(model, loop), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
-                              execute=execute, max_turns=1, max_total_tokens=64, tool_timeout_s=0.5)
+    (t,) = rollout(Scripted(model, loop), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+                              execute=execute, max_turns=1, max_total_tokens=64, tool_timeout=0.5)
     assert time.monotonic() - t0 < 10
     assert t.turns[0]["status"] == "timeout" and "timed out" in tok.decode(t.token_ids)
     assert t.finish_reason == "max_turns"
 
     flood = tok.encode("```python\nprint('x' * 10**6)\n```", add_special_tokens=False)
-    (t,) = rollout_with_tools(Scripted(model, flood), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
-                              execute=execute, max_turns=1, max_total_tokens=400, max_output_chars=50)
+    (t,) = rollout(Scripted(model, flood), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+                              execute=execute, max_turns=1, max_total_tokens=400, tool_output_chars=50)
     turn = t.turns[0]
     assert turn["status"] == "ok" and turn["truncated"] and turn["stdout"] == "x" * 50
     assert "[output truncated]" in t.text
@@ -145,7 +152,7 @@ def test_timeout_and_flood_are_reported(lm):
     def small_cap(code, **kw):  # a sandbox whose output cap is below the flood: an output_limit verdict
         return execute(code, limits=Limits(output_kb=16), **kw)
 
-    (t,) = rollout_with_tools(Scripted(model, flood), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+    (t,) = rollout(Scripted(model, flood), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
                               execute=small_cap, max_turns=1, max_total_tokens=400)
     assert t.turns[0]["status"] == "output_limit" and "output limit" in t.text
 
@@ -153,7 +160,7 @@ def test_timeout_and_flood_are_reported(lm):
 def test_max_turns(lm):
     model, tok = lm
     script = tok.encode("```python\nprint(1)\n```", add_special_tokens=False)
-    (t,) = rollout_with_tools(Scripted(model, script, times=10), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
+    (t,) = rollout(Scripted(model, script, times=10), tok, ["Go:"], n=1, sampling=_sampling(32, seed=0),
                               execute=execute, max_turns=2, max_total_tokens=200)
     assert t.finish_reason == "max_turns" and t.tool_calls == 2
     assert [turn["code"] for turn in t.turns] == ["print(1)", "print(1)"]
@@ -164,7 +171,7 @@ def test_max_turns(lm):
 def test_token_budget(lm):
     model, tok = lm
     for budget in (1, 7, 30):
-        trajs = rollout_with_tools(model, tok, ["Hello"], n=2, sampling=_sampling(64, seed=2), execute=execute,
+        trajs = rollout(model, tok, ["Hello"], n=2, sampling=_sampling(64, seed=2), execute=execute,
                                    max_total_tokens=budget)
         for t in trajs:
             _check_shape(t, budget)
@@ -172,7 +179,7 @@ def test_token_budget(lm):
     # the budget also cuts an observation (inserted tokens count)
     script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
     budget = len(script) + 3
-    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(64, seed=0),
+    (t,) = rollout(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(64, seed=0),
                               execute=execute, max_total_tokens=budget)
     assert len(t.token_ids) == budget and t.finish_reason == "length" and t.loss_mask[-3:] == [0, 0, 0]
 
@@ -182,13 +189,13 @@ def test_execute_is_required(lm):
 
     model, tok = lm
     with pytest.raises(RewardlabError, match="execute"):
-        rollout_with_tools(model, tok, ["x"], n=1, sampling=_sampling(4))
+        rollout(model, tok, ["x"], n=1, sampling=_sampling(4))
 
 
 def test_empty_block_is_a_malformed_call_with_an_observation_that_says_so(lm):
     model, tok = lm
     script = tok.encode("```python\n```", add_special_tokens=False)
-    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(16, seed=0),
+    (t,) = rollout(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(16, seed=0),
                               execute=execute, max_turns=1, max_total_tokens=80)
     assert t.tool_calls == 1 and t.turns[0]["status"] == "malformed" and t.turns[0]["sandbox_status"] is None
     o0, o1 = t.turns[0]["observation"]
@@ -198,7 +205,7 @@ def test_empty_block_is_a_malformed_call_with_an_observation_that_says_so(lm):
 def test_a_syntax_error_is_an_error_observation(lm):
     model, tok = lm
     script = tok.encode("```python\nprint(1 +\n```", add_special_tokens=False)
-    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(16, seed=0),
+    (t,) = rollout(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(16, seed=0),
                               execute=execute, max_turns=1, max_total_tokens=120)
     assert t.turns[0]["status"] == "error" and "SyntaxError" in t.text
 
@@ -207,8 +214,8 @@ def test_trajectories_do_not_depend_on_the_batching(lm):
     """One random stream per trajectory: batch size 1 and 64 sample the same tokens."""
     model, tok = lm
     kw = dict(n=3, sampling=_sampling(12, seed=4), execute=execute, max_total_tokens=20)
-    one = rollout_with_tools(model, tok, ["a", "bb b"], batch_size=1, **kw)
-    all_ = rollout_with_tools(model, tok, ["a", "bb b"], batch_size=64, **kw)
+    one = rollout(model, tok, ["a", "bb b"], batch_size=1, **kw)
+    all_ = rollout(model, tok, ["a", "bb b"], batch_size=64, **kw)
     assert [t.token_ids for t in one] == [t.token_ids for t in all_]
     for a, b in zip(one, all_):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
@@ -257,8 +264,8 @@ def test_attacks_inside_an_episode_are_contained(lm, tmp_path, monkeypatch, name
     script = tok.encode("```python\n" + code.format(victim=ctx["victim"], port=server.getsockname()[1]) + "\n```",
                         add_special_tokens=False)
     t0 = time.monotonic()
-    (t,) = rollout_with_tools(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(len(script) + 8, seed=0),
-                              execute=execute, max_turns=2, max_total_tokens=len(script) + 120, tool_timeout_s=1.0)
+    (t,) = rollout(Scripted(model, script), tok, ["Go:"], n=1, sampling=_sampling(len(script) + 8, seed=0),
+                              execute=execute, max_turns=2, max_total_tokens=len(script) + 120, tool_timeout=1.0)
     assert time.monotonic() - t0 < 30
     assert t.tool_calls == 1 and t.turns[0]["observation"] is not None  # counted, and answered with an observation
     assert t.turns[0]["status"] is not None
@@ -305,7 +312,7 @@ def test_the_engine_path_continues_exact_ids_across_fences_and_tools(lm):
     model, tok = lm
     script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
     engine = ContinuingEngine(model, tok, script)
-    (t,) = rollout_with_tools(None, tok, ["Compute:"], n=1, sampling=_sampling(40, seed=3), execute=execute,
+    (t,) = rollout(None, tok, ["Compute:"], n=1, sampling=_sampling(40, seed=3), execute=execute,
                               max_turns=2, max_total_tokens=90, engine=engine)
     _check_shape(t, 90)
     assert t.token_ids[: len(script)] == script and t.turns[0]["code"] == "print(2+3)" and t.turns[0]["stdout"] == "5\n"
@@ -317,7 +324,7 @@ def test_the_engine_path_continues_exact_ids_across_fences_and_tools(lm):
 
 
 def test_chat_format_observations_are_the_templates_tool_message(lm):
-    """``observation_format="chat"``: the output comes back as a ``tool`` message rendered by the chat template,
+    """``tool_format="chat"``: the output comes back as a ``tool`` message rendered by the chat template,
     which adds its own tokens around it (end of the assistant turn, the tool header, the assistant header);
     the ids up to the next turn decode to exactly the template's rendering, and log-probs stay exact."""
     model, tok = lm
@@ -325,8 +332,8 @@ def test_chat_format_observations_are_the_templates_tool_message(lm):
     prompt = tok.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
                                      add_generation_prompt=True)
     script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
-    (t,) = rollout_with_tools(Scripted(model, script), tok, [prompt], n=1, sampling=_sampling(24, seed=1),
-                              execute=execute, max_turns=2, max_total_tokens=120, observation_format="chat")
+    (t,) = rollout(Scripted(model, script), tok, [prompt], n=1, sampling=_sampling(24, seed=1),
+                              execute=execute, max_turns=2, max_total_tokens=120, tool_format="chat")
     o0, o1 = t.turns[0]["observation"]
     convo = [{"role": "user", "content": question}, {"role": "assistant", "content": tok.decode(script)},
              {"role": "tool", "content": "5"}]
@@ -341,9 +348,9 @@ def test_the_episode_tool_time_budget(lm):
     model, tok = lm
     sleep = tok.encode("```python\nimport time\ntime.sleep(60)\n```", add_special_tokens=False)
     t0 = time.monotonic()
-    (t,) = rollout_with_tools(Scripted(model, sleep, times=3), tok, ["Go:"], n=1,
+    (t,) = rollout(Scripted(model, sleep, times=3), tok, ["Go:"], n=1,
                               sampling=_sampling(len(sleep) + 4, seed=0), execute=execute, max_turns=3,
-                              max_total_tokens=400, tool_timeout_s=1.0, episode_timeout_s=1.5)
+                              max_total_tokens=400, tool_timeout=1.0, tool_episode_timeout=1.5)
     assert time.monotonic() - t0 < 20
     statuses = [turn["status"] for turn in t.turns if turn["code"] is not None]
     assert statuses[:2] == ["timeout", "timeout"] and 1.0 <= t.tool_seconds

@@ -205,7 +205,7 @@ def test_bare_returns_are_read_the_same_everywhere() -> None:
 
 
 # ------------------------------------------------------------------ the execution protocol (rewards/base.py)
-SLOW_PRED, SLOW_GOLD = "\\boxed{\\sin^2 x + \\cos^2 x}", "1"  # undecided by math_reward.fast: sympy decides
+SLOW_PRED, SLOW_GOLD = "\\boxed{\\arcsin(1/2)}", "\\frac{\\pi}{6}"  # undecided by math_reward.fast: sympy decides
 
 
 class IsolatedOk:
@@ -288,3 +288,30 @@ def test_combined_reports_a_pool_timeout_in_its_components_shape() -> None:
     assert r.info["components"] == {"math": 1.0, "sleepy": 0.0}  # math decided on its fast path, here
     assert r.info["component_info"]["sleepy"]["status"] == "timeout"
     assert r.info["status_counts"] == {"ok": 1, "timeout": 1} and r.score == 1.0
+
+
+def test_a_direct_call_warms_the_pool_for_the_next_undecided_answer(tmp_path) -> None:
+    """Issue 40: a per-call user (verl's naive manager) never calls warmup. Importing starts nothing; the
+    first direct call, decided on the fast path, starts the workers and loads the reward in the background,
+    so that a later undecided answer finds a warm worker instead of paying the fork server's start."""
+    script = tmp_path / "direct.py"
+    script.write_text(textwrap.dedent("""
+        import time
+        from rewardlab.rewards import math_reward
+        from rewardlab.rewards.pool import process
+        from rewardlab.rewards.pool.batch import _pickled
+        assert process._POOL is None, "importing started a pool"
+        r = math_reward("The answer is 4.", "4")
+        assert r.info["rule"] != "math_verify", r.info
+        _, key = _pickled(math_reward)
+        end = time.monotonic() + 240  # a bound on waiting, not a performance figure
+        while time.monotonic() < end and not (process._POOL is not None and process._POOL.holds(key)):
+            time.sleep(0.2)
+        assert process._POOL is not None and process._POOL.holds(key), "no worker was started by the call"
+        slow = math_reward("$\\\\arcsin(1/2)$", "$\\\\frac{\\\\pi}{6}$")
+        print(slow.info.get("rule"), slow.info.get("status"), slow.info.get("phase"))
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "REWARDLAB_REWARD_WORKERS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["math_verify", "ok", "None"], proc.stdout

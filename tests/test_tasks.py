@@ -237,7 +237,7 @@ def test_hub_path_maps_fields(monkeypatch):
         calls.append((path, name, split))
         return [{"question": "Q?", "answer": "work\n#### 1,234"}]
 
-    monkeypatch.setattr(tasks, "_load_dataset", fake_load)
+    monkeypatch.setattr(tasks, "load_hub_dataset", fake_load)
     rows = load_task("gsm8k", "train")
     assert calls == [("openai/gsm8k", "main", "train")]
     assert rows[0].reference == "1234" and rows[0].meta["source"] == "hub"
@@ -250,7 +250,7 @@ def test_hub_failure_falls_back_to_local(monkeypatch, tmp_path):
     def broken(*a, **k):
         raise ConnectionError("reset")
 
-    monkeypatch.setattr(tasks, "_load_dataset", broken)
+    monkeypatch.setattr(tasks, "load_hub_dataset", broken)
     (tmp_path / "gsm8k").mkdir()
     (tmp_path / "gsm8k" / "test.jsonl").write_text(json.dumps({"question": "q", "answer": "#### 3"}) + "\n")
     monkeypatch.setenv("REWARDLAB_DATA_DIR", str(tmp_path))
@@ -269,7 +269,7 @@ def test_local_folder_wins_over_the_hub(monkeypatch, tmp_path):
         calls.append((path, name, split))
         return [{"question": "hub q", "answer": "#### 9"}]
 
-    monkeypatch.setattr(tasks, "_load_dataset", fake_load)
+    monkeypatch.setattr(tasks, "load_hub_dataset", fake_load)
     (tmp_path / "gsm8k").mkdir()
     (tmp_path / "gsm8k" / "test.jsonl").write_text(json.dumps({"question": "local q", "answer": "#### 3"}) + "\n")
     monkeypatch.setenv("REWARDLAB_DATA_DIR", str(tmp_path))

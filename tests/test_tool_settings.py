@@ -9,16 +9,17 @@ import pytest
 import torch
 
 from rewardlab.errors import RewardlabError
+from rewardlab.fields import with_choices
 from rewardlab.eval.config import TOOL_FIELDS, EvalConfig
 from rewardlab.eval.config import field_docs as eval_docs
 from rewardlab.rollout.base import SamplingParams
 from rewardlab.rollout.multiturn import ToolEngine, rollout_with_tools
 from rewardlab.rollout.tool_settings import (
     FIELDS,
+    TOOL_FORMATS,
     ToolSettings,
     config_fields,
     docs,
-    from_keywords,
     settings_of,
 )
 from rewardlab.train.config import TrainConfig, build_config, tools_of, total_token_budget
@@ -58,7 +59,9 @@ def test_check_rejects_an_unknown_format():
 def test_train_carries_every_tool_setting_with_the_same_name_default_and_help():
     cfg = TrainConfig()
     assert {name: getattr(cfg, name) for name in FIELDS} == DEFAULTS
-    assert {name: train_docs()[name] for name in FIELDS} == docs()
+    # the same help, with the registry of tool_format's choices listed (rewardlab.fields.with_choices)
+    assert {name: train_docs()[name] for name in FIELDS} == {**docs(), "tool_format": with_choices(
+        docs()["tool_format"], TOOL_FORMATS)}
     names = list(train_docs())
     assert names[names.index("tools") + 1:names.index("tools") + 1 + len(FIELDS)] == list(FIELDS)  # under --tools
     cfg = build_config(None, {"tools": "python", "max_turns": "2", "tool_format": "chat", "max_new_tokens": "16"})
@@ -96,16 +99,6 @@ def test_config_fields_and_settings_of():
     assert settings_of(Partial(), tool_timeout=1.0) == ToolSettings(max_turns=5, tool_timeout=1.0)
 
 
-def test_the_keywords_of_before_map_onto_the_fields():
-    s = from_keywords(ToolSettings(max_turns=2), tool_timeout_s=0.5, episode_timeout_s=None, max_output_chars=50,
-                      observation_format="chat", max_total_tokens=64)
-    assert s == ToolSettings(max_turns=2, max_total_tokens=64, tool_timeout=0.5, tool_format="chat",
-                             tool_output_chars=50)
-    assert from_keywords(None, episode_timeout_s=1.5).tool_episode_timeout == 1.5
-    with pytest.raises(TypeError, match="timeout"):
-        from_keywords(None, timeout=1.0)
-
-
 @pytest.fixture(scope="module")
 def lm(tiny_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -119,14 +112,11 @@ def _never_called(*a, **kw):
     raise AssertionError("no tool call expected from the random model in 12 tokens")
 
 
-def test_settings_and_the_keywords_of_before_sample_the_same_trajectories(lm):
+def test_the_rollout_takes_its_settings_whole(lm):
     model, tok = lm
     sampling = SamplingParams(max_new_tokens=12, temperature=1.0, seed=3)
     settings = ToolSettings(max_turns=2, max_total_tokens=20)
     new = rollout_with_tools(model, tok, ["a", "bb b"], 2, sampling, execute=_never_called, settings=settings)
-    old = rollout_with_tools(model, tok, ["a", "bb b"], 2, sampling, execute=_never_called, max_turns=2,
-                             max_total_tokens=20)
-    assert [(t.token_ids, t.finish_reason) for t in new] == [(t.token_ids, t.finish_reason) for t in old]
     assert all(len(t.token_ids) <= 20 for t in new)
     # the engine passes its settings through: a 2-token trajectory budget cuts a 5-token turn
     engine = ToolEngine(model, tok, execute=_never_called, settings=ToolSettings(max_total_tokens=2))

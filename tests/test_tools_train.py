@@ -21,7 +21,7 @@ from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rollout.multiturn import ToolEngine
 from rewardlab.train import build
 from rewardlab.train.logprobs import pad_batch
-from rewardlab.train.runtime import Sample
+from rewardlab.train.samples import Sample
 from scripted import Scripted
 
 CODE = "```python\nprint(6 * 7)\n```"
@@ -136,13 +136,14 @@ def test_tools_need_sane_budgets(tiny_model_dir, tmp_path, capsys):
 def test_eval_with_tools_records_turns_and_calls(tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rewardlab.eval import run_eval
+    from rewardlab.eval import EvalConfig, run_eval
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     script = tok.encode(CODE, add_special_tokens=False)
-    res = run_eval(Scripted(model, script), ["gsm8k"], tmp_path / "ev", limit=2, max_new_tokens=24, tokenizer=tok,
-                   tools="python", max_turns=2, progress=False)
+    cfg = EvalConfig(suite="gsm8k", output=str(tmp_path / "ev"), limit=2, max_new_tokens=24, tools="python",
+                     max_turns=2, quiet=True)
+    res = run_eval(cfg, Scripted(model, script), tokenizer=tok)
     tools = res["details"]["gsm8k"]["tools"]
     assert tools["use_rate"] == 1.0 and tools["call_status"] == {"ok": tools["call_status"]["ok"]}
     assert res["configs"]["gsm8k"]["tools"]["tools"] == "python"

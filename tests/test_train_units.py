@@ -15,7 +15,7 @@ from rewardlab.train.logprobs import (
     shared_prompt_logprobs,
     token_logprobs,
 )
-from rewardlab.train.runtime import PromptStream, Sample
+from rewardlab.train.samples import PromptStream, Sample
 
 
 def _sample(prompt_ids, token_ids, group=0):

@@ -294,6 +294,7 @@ def test_tool_rollouts_through_vllm_match_the_hf_path(vllm_setup, tool_script):
     tokens, EOS, the turn budget) gives token for token the trajectories of the HF path, with the real
     sandbox between the turns, both observation formats, and a budget that cuts the second turn."""
     from rewardlab.rollout.multiturn import ToolEngine, rollout_with_tools
+    from rewardlab.rollout.tool_settings import ToolSettings
     from rewardlab.sandbox import execute
 
     _, model, tok, engine = vllm_setup
@@ -309,7 +310,8 @@ def test_tool_rollouts_through_vllm_match_the_hf_path(vllm_setup, tool_script):
         try:
             for fmt in ("fenced", "chat"):
                 for budget, reason in ((80, "stop"), (30, "length")):
-                    kw = dict(execute=execute, max_turns=2, max_total_tokens=budget, observation_format=fmt)
+                    kw = dict(execute=execute, settings=ToolSettings(max_turns=2, max_total_tokens=budget,
+                                                                     tool_format=fmt))
                     ours = rollout_with_tools(None, tok, [prompt], 2, greedy, engine=engine, **kw)
                     ref = rollout_with_tools(scripted, tok, [prompt], 2, greedy, **kw)
                     for o, r in zip(ours, ref, strict=True):
@@ -351,11 +353,11 @@ def length_reward(completion: str, reference, **meta):
 @needs_vllm
 def test_lora_merged_weights_reach_the_engine(vllm_setup):
     """With LoRA the engine gets the trainer's merged weights (W + scale * B A, under the base names;
-    rewardlab.train.build.full_state_dict_for_engine): it samples what the PEFT model samples, before
+    rewardlab.train.lora.full_state_dict_for_engine): it samples what the PEFT model samples, before
     and after an optimizer step on the adapters, and the base model's outputs come back after."""
     from rewardlab.rollout import Collectives
     from rewardlab.train.lora import apply_lora
-    from rewardlab.train.build import full_state_dict_for_engine
+    from rewardlab.train.lora import full_state_dict_for_engine
 
     _, model, tok, engine = vllm_setup
     prompts = _prompts(tok)

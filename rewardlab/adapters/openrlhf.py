@@ -231,12 +231,12 @@ def make_reward_func(reward: RewardLike, *, pool: bool = True, deadline: float =
     return OpenRLHFReward(reward, pool=pool, deadline=deadline, workers=workers)
 
 
-_default: OpenRLHFReward | None = None
+cached_reward_func: OpenRLHFReward | None = None
 
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kw: Any) -> dict[str, Any]:
     """OpenRLHF entry point; the reward comes from ``REWARDLAB_REWARD`` (default ``math``)."""
-    global _default
-    if _default is None:
-        _default = make_reward_func(parse_reward_spec(os.environ.get("REWARDLAB_REWARD", "math")))
-    return _default(queries, prompts, labels, **kw)
+    global cached_reward_func
+    if cached_reward_func is None:
+        cached_reward_func = make_reward_func(parse_reward_spec(os.environ.get("REWARDLAB_REWARD", "math")))
+    return cached_reward_func(queries, prompts, labels, **kw)

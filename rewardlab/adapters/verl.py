@@ -113,7 +113,7 @@ _VERL_INTERNAL = frozenset({"reward_router_address", "reward_model_tokenizer"})
 """Keywords verl's reward loop adds for model-based rewards; never forwarded to a rule reward."""
 
 
-def _meta(extra_info: Any, kwargs: dict[str, Any], data_source: Any) -> dict[str, Any]:
+def meta_of(extra_info: Any, kwargs: dict[str, Any], data_source: Any) -> dict[str, Any]:
     meta = {str(k): v for k, v in extra_info.items() if v is not None} if isinstance(extra_info, dict) else {}
     meta.update((k, v) for k, v in kwargs.items() if k not in _VERL_INTERNAL)
     meta["data_source"] = str(data_source)
@@ -150,7 +150,7 @@ def compute_score(
     except Exception as e:  # noqa: BLE001 - unknown reward: ungraded, never an exception in verl's loop
         log.error("verl adapter: cannot load reward %r: %s", name, e)
         return _to_dict(RewardResult(None, {"status": "error"}), name, return_info)
-    meta = _meta(extra_info, kwargs, data_source)
+    meta = meta_of(extra_info, kwargs, data_source)
     res = safe_call(fn, solution_str or "", coerce_reference(ground_truth), meta)
     return _to_dict(res, name, return_info)
 
@@ -192,7 +192,7 @@ def compute_score_batch(
             for i in idx:
                 out[i] = _to_dict(RewardResult(None, {"status": "error"}), name, return_info)
             continue
-        metas = [_meta(extras[i], kwargs, sources[i]) for i in idx]
+        metas = [meta_of(extras[i], kwargs, sources[i]) for i in idx]
         results = score_many(
             fn,
             [solutions[i] for i in idx],

@@ -13,9 +13,10 @@ loss drops into any loop::
 
 Modules: ``settings`` (:class:`Algo`, the presets), ``loss`` (KL, aggregation, :func:`policy_loss`),
 ``grouping`` (group advantages, DAPO's filter), ``objectives`` (one function per objective),
-``advantages`` (estimators beyond the z-score), ``correction`` (rollout correction), ``extras``
-(write-up options), ``checks`` and ``tensors`` (shared helpers). The specification is
-``docs/algorithms.md``; the numbers match verl 0.9.1 in float64 (``tests/test_algos_reference.py``).
+``advantages`` (verl's estimator functions), ``estimators`` (every ``--advantage``, one call shape),
+``correction`` (rollout correction), ``extras`` (write-up options), ``checks`` and ``tensors`` (shared helpers).
+The specification is ``docs/algorithms.md``; the numbers match verl 0.9.1 in float64
+(``tests/test_algos_reference.py``).
 Shapes: ``B`` rows (responses), ``T`` padded response length; ``mask`` is 1 on generated tokens.
 Presets: {presets}.
 """
@@ -23,11 +24,11 @@ Presets: {presets}.
 from __future__ import annotations
 
 from rewardlab.algos.checks import AlgoError
-from rewardlab.algos.grouping import dynamic_sampling_keep, group_advantages
+from rewardlab.algos.grouping import ADVANTAGE_SCALES, dynamic_sampling_keep, group_advantages
 from rewardlab.algos.loss import (METRIC_REDUCE, aggregate, bypass_policy_loss, combine_metrics, kl_penalty,
                                   policy_loss, step_counts)
 from rewardlab.algos.objectives import sequence_log_ratio
-from rewardlab.algos.settings import (ADVANTAGE_SCALES, AGGREGATIONS, ALGOS, DAPO, DR_GRPO, FIELDS, GRPO, GSPO,
+from rewardlab.algos.settings import (AGGREGATIONS, ALGOS, DAPO, DR_GRPO, FIELDS, GRPO, GSPO,
                                       KL_KINDS, PRESETS, Algo, get, optimizer_steps_per_rollout, preset,
                                       validate_algo)
 

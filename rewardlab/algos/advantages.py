@@ -14,7 +14,7 @@ std of ``s``. ``whiten(x) = (x - mu) * rsqrt(var + 1e-8)`` with ``mu = sum(x m) 
 and ``var`` the unbiased variance over **all valid tokens of the batch** (token-weighted), as
 ``verl.utils.torch_functional.masked_whiten``. ``revcumsum(x)_t = sum_{u >= t} x_u``.
 
-Estimators (name in :data:`ESTIMATORS` -- formula -- the verl function it matches, in
+Estimators (name in :data:`FUNCTIONS` -- formula -- the verl function it matches, in
 ``verl/trainer/ppo/core_algos.py``):
 
 * ``gae`` -- ``delta_t = r_t + gamma V' - V_t``, ``A_t = delta_t + gamma lam A'`` (``V'``, ``A'``
@@ -36,14 +36,14 @@ Estimators (name in :data:`ESTIMATORS` -- formula -- the verl function it matche
   ``compute_remax_outcome_advantage``.
 * ``gdpo`` -- ``A = whiten(sum_k w_k GRPO_g(c_k) m) m`` with ``GRPO_g(c) = (c - mean_g) /
   (std_g + eps)`` (singleton mean 0, std 1) -- ``compute_gdpo_outcome_advantage``.
-* :func:`optimal_token_baseline` (not in :data:`ESTIMATORS`: it needs policy statistics) --
+* :func:`optimal_token_baseline` (not in :data:`FUNCTIONS`: it needs policy statistics) --
   ``A = (G - B_t) m``, ``G = revcumsum(r m)``, ``B_t = sum_g G W m / (sum_g W m + eps)`` per
   position, ``W = cumsum(w m)``, ``w = (1 - 2 pi + sum pi^2) rho^2`` --
   ``compute_optimal_token_baseline_advantage``.
 * :func:`tir_optimal_token_baseline` -- the same on compacted valid tokens (holes removed) --
   ``compute_multi_turn_optimal_token_baseline_advantage``.
-* :func:`value_loss` -- ``0.5 agg(max((v - R)^2, (clamp(v, V - c, V + c) - R)^2))`` --
-  ``compute_value_loss``.
+* ``rewardlab.algos.value.value_loss`` (PPO's critic loss, its own module) --
+  ``0.5 agg(max((v - R)^2, (clamp(v, V - c, V + c) - R)^2))`` -- ``compute_value_loss``.
 
 ``returns`` equals ``advantages`` for the outcome estimators (as in verl) except GAE (``A + V``),
 REINFORCE++ (``G m``), ReMax and the OTB pair (``revcumsum(r m)``).
@@ -56,7 +56,7 @@ valid token (holes), and GAE's returns at padding are ``A + values`` with the ca
 ``returns`` at a hole are the reward-to-go of the valid tokens after it (0 on trailing padding).
 
 Precision: everything is computed in float64 when ``token_rewards`` (``vpreds`` for
-:func:`value_loss`) is float64, else in float32; outputs have that dtype. Estimators run under
+``value_loss``) is float64, else in float32; outputs have that dtype. Estimators run under
 ``torch.no_grad`` and return detached tensors.
 """
 
@@ -70,7 +70,6 @@ import torch
 from rewardlab.algos.checks import AlgoError, check_real
 from rewardlab.algos.grouping import group_advantages
 from rewardlab.algos.tensors import check_b, check_bt, compute_dtype, group_index, masked
-from rewardlab.algos.value import value_loss
 
 Tensor = torch.Tensor
 Number = int | float
@@ -511,7 +510,7 @@ def tir_optimal_token_baseline(
                 handle_zero_tail, eps, compact=True)
 
 
-ESTIMATORS: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {
+FUNCTIONS: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {
     "gae": gae,
     "reinforce_pp": reinforce_pp,
     "reinforce_pp_baseline": reinforce_pp_baseline,
@@ -522,13 +521,14 @@ ESTIMATORS: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {
     "remax": remax,
     "gdpo": gdpo,
 }
-"""Advantage estimators by name (see the module docstring for each formula and its verl function).
-The OTB pair (:func:`optimal_token_baseline`, :func:`tir_optimal_token_baseline`) needs policy
-statistics (``old_logp``, ``sum_pi_squared``) and is called directly."""
+"""verl's advantage functions by name, each with verl's own arguments (see the module docstring for each formula
+and its verl function). The OTB pair (:func:`optimal_token_baseline`, :func:`tir_optimal_token_baseline`) needs policy
+statistics (``old_logp``, ``sum_pi_squared``) and is called directly. What the trainer calls, one call shape for
+every ``--advantage``, is :data:`rewardlab.algos.estimators.ESTIMATORS`."""
 
 
 __all__ = [
-    "ESTIMATORS",
+    "FUNCTIONS",
     "gae",
     "gdpo",
     "gpg_advantage",
@@ -541,5 +541,4 @@ __all__ = [
     "remax",
     "rloo",
     "tir_optimal_token_baseline",
-    "value_loss",
 ]

@@ -11,10 +11,11 @@ from collections.abc import Hashable, Sequence
 import torch
 
 from rewardlab.algos.checks import AlgoError, check_choice
-from rewardlab.algos.settings import ADVANTAGE_SCALES
 from rewardlab.algos.tensors import as_float_vector, group_index
 
 Tensor = torch.Tensor
+ADVANTAGE_SCALES: tuple[str, ...] = ("std", "none")
+""":func:`group_advantages`' scales: the group z-score (GRPO, DAPO, GSPO) and r - group mean (Dr. GRPO)."""
 
 
 def group_advantages(

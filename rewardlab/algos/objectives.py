@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:  # the settings module imports this one (for the objective names)
-    from rewardlab.algos.settings import Algo
+AlgoLike = Any
+"""An :class:`rewardlab.algos.Algo` (its loss fields are read): not imported, since ``rewardlab.algos.settings``
+imports this module for the objective names (no import circle)."""
 
 Tensor = torch.Tensor
 
@@ -64,7 +65,7 @@ def token_ratio(log_ratio: Tensor) -> Tensor:
     return torch.exp(log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))  # (B, T)
 
 
-def ppo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def ppo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """PPO clip (verl ``vanilla``), optional dual clip; with ``ratio="sequence"`` GSPO's ratio (verl ``gspo``).
 
     ``L = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high))``, and for ``A < 0`` with dual clip
@@ -94,7 +95,7 @@ def ppo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Ten
                                                 "clip_frac_high": high, "dual_clip_frac": dual})
 
 
-def cispo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def cispo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """CISPO (MiniMax-M1; verl ``cispo``): ``L = -sg(clip(r, 1 - eps_low, 1 + eps_high)) A lp``.
 
     The clipped ratio only weights the REINFORCE term, so clipped tokens keep their gradient."""
@@ -105,7 +106,7 @@ def cispo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: T
                                        "clip_frac_high": (r > rc) & m})
 
 
-def gmpo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def gmpo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """GMPO, the geometric-mean objective (verl ``geo_mean``), one loss per sequence.
 
     ``l~ = sgn(A) min(sgn(A) l, sgn(A) clamp(l, -eps_low, eps_high))`` (no +-20 clamp);
@@ -124,7 +125,7 @@ def gmpo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Te
                               "clip_frac_low": was_clipped & (adv < 0)})
 
 
-def sapo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def sapo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """SAPO's soft gate (verl ``sapo``): ``L = -sigmoid(tau (r - 1)) (4 / tau) A``, with
     ``tau = tau_pos`` for ``A > 0`` else ``tau_neg``; always seq-mean-token-mean, as verl."""
     r = token_ratio(lp - lp_old)  # (B, T)
@@ -134,19 +135,19 @@ def sapo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Te
     return Objective(tok=-gate * adv, agg="seq-mean-token-mean")
 
 
-def gpg(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def gpg(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """Plain policy gradient (GPG, verl ``gpg``; REINFORCE in bypass mode): ``L = -A lp``."""
     return Objective(tok=-adv * lp)
 
 
-def dro(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def dro(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """DRO (verl ``dro``): policy gradient with a squared log-ratio penalty,
     ``L = -(A lp - dro_beta / 2 * l^2)``."""
     log_ratio = lp - lp_old  # (B, T)
     return Objective(tok=-(adv * lp - 0.5 * p.dro_beta * log_ratio * log_ratio))
 
 
-def kl_cov(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def kl_cov(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """KL-Cov (verl ``kl_cov``): ``L = -A r`` (no clip, no +-20 clamp), plus ``kl_cov_coef |l|`` on
     the selected tokens, the ``max(1, int(N cov_ratio))`` with the largest covariance
     ``(A - mean A)(lp - mean lp)`` over the step's valid tokens (:func:`cov_select`)."""
@@ -157,7 +158,7 @@ def kl_cov(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: 
     return Objective(tok=tok, metrics={"abs_kl_old": log_ratio.detach().abs(), "cov_frac": sel & m})
 
 
-def clip_cov(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def clip_cov(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """Clip-Cov (verl ``clip_cov``): PPO clip without the +-20 clamp or dual clip, with the loss and
     gradient of up to ``max(1, int(N cov_ratio))`` not-yet-clipped tokens whose covariance lies in
     ``(clip_cov_lb, clip_cov_ub)`` set to zero (chosen at random among candidates, as verl)."""
@@ -169,14 +170,14 @@ def clip_cov(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select
     return Objective(tok=tok, ratio=r.detach(), metrics={"cov_frac": sel & m})
 
 
-def _dppo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, valid: Tensor) -> Objective:
+def _dppo(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, valid: Tensor) -> Objective:
     r = token_ratio(lp - lp_old).detach()  # (B, T)
     c = float("inf") if p.clip_ratio_c is None else p.clip_ratio_c
     tok = -adv * r.clamp(max=c) * lp * valid.to(lp.dtype)  # (B, T)
     return Objective(tok=tok, metrics={"clip_frac": ~valid & m, "trunc_frac": (r > c) & valid & m})
 
 
-def dppo_tv(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def dppo_tv(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """DPPO with a total-variation trust region (verl ``dppo_tv``): a token leaves the loss when its
     probability moved past the region in the advantage's direction, ``p - p_old > eps_high`` for
     ``A > 0`` or ``p - p_old < -eps_low`` otherwise; ``L = -A sg(min(r, c)) lp`` on the rest
@@ -187,7 +188,7 @@ def dppo_tv(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select:
     return _dppo(lp, lp_old, adv, m, p, valid)
 
 
-def dppo_kl(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: Algo, select: Tensor | None) -> Objective:
+def dppo_kl(lp: Tensor, lp_old: Tensor, adv: Tensor, m: Tensor, p: AlgoLike, select: Tensor | None) -> Objective:
     """DPPO with a binary-KL trust region (verl ``dppo_kl``):
     ``KL = p_old (log p_old - log p) + (1 - p_old) log((1 - p_old + 1e-8) / (1 - p + 1e-8))``; a token
     stays when ``KL <= eps_high or p <= p_old`` (A > 0), ``KL <= eps_low or p >= p_old`` (else)."""
@@ -208,7 +209,7 @@ COV_LOSSES: tuple[str, ...] = ("kl_cov", "clip_cov")
 """Objectives whose token selection depends on the whole step (see :func:`cov_select`)."""
 
 
-def cov_select(parts: list[tuple[Tensor, Tensor, Tensor, Tensor]], loss: str, p: Algo,
+def cov_select(parts: list[tuple[Tensor, Tensor, Tensor, Tensor]], loss: str, p: AlgoLike,
                generator: torch.Generator | None = None) -> list[Tensor]:
     """The tokens KL-Cov penalises or Clip-Cov zeroes, chosen over every part at once.
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from rewardlab.algos import correction
 from rewardlab.algos.checks import AlgoError, check_choice, is_real
+from rewardlab.algos.estimators import ESTIMATORS, Estimator
 from rewardlab.algos.objectives import OBJECTIVES
 
 AGGREGATIONS: tuple[str, ...] = (
@@ -29,14 +30,15 @@ KL_KINDS: tuple[str, ...] = ("k1", "k2", "k3", "abs", "k1+", "k2+", "k3+", "abs+
 """KL estimators (Schulman's k1/k2/k3, verl's abs; ``+`` = the value of X with the gradient of k2)."""
 
 _KL_ALIASES = {"low_var_kl": "k3", "low_var_kl+": "k3+", "kl": "k1", "k1+": "k1+", "mse": "k2", "mse+": "k2+"}
+KL_CHOICES: tuple[str, ...] = KL_KINDS + tuple(a for a in _KL_ALIASES if a not in KL_KINDS)
+"""What ``--kl`` accepts: the estimators, then verl's aliases (``low_var_kl`` = k3, ``kl`` = k1, ``mse`` = k2)."""
 RATIO_LEVELS: tuple[str, ...] = ("token", "sequence")
-ADVANTAGE_SCALES: tuple[str, ...] = ("std", "none")
-ESTIMATORS: tuple[str, ...] = ("rloo", "reinforce_pp", "reinforce_pp_baseline", "opo", "grpo_passk", "remax", "gpg",
-                                "gae")
-"""Advantage estimators beyond the group z-score (``rewardlab.algos.advantages``)."""
-ADVANTAGES: tuple[str, ...] = ADVANTAGE_SCALES + ESTIMATORS
+ADVANTAGES: tuple[str, ...] = tuple(ESTIMATORS)
+"""``Algo.advantage`` choices: the group scales, then the estimators (``rewardlab.algos.estimators``)."""
 LOSSES: tuple[str, ...] = tuple(OBJECTIVES) + ("dpo",)
 """``Algo.loss`` choices: the per-token objectives, plus online DPO on group pairs (a branch of the update stage)."""
+GROUP_SIZE_POLICIES: tuple[str, ...] = ("fixed", "variance")
+"""``Algo.group_size_policy`` choices."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -57,9 +59,9 @@ class Algo(Mapping):
     objective's settings.
     """
 
-    advantage: str = "std"
+    advantage: str = field(default="std", metadata={"choices": ADVANTAGES})
     ("""Advantage: std (group z-score, GRPO/DAPO/GSPO), none (r - group mean, Dr. GRPO), or an estimator of """
-     """rewardlab.algos.advantages (rloo, reinforce_pp, reinforce_pp_baseline, opo, grpo_passk, remax, gpg).""")
+     """rewardlab.algos.advantages.""")
     gamma: float = 1.0
     """Discount of the per-token return for advantages reinforce_pp and gae (rewards sit on the last token)."""
     lam: float = 0.95
@@ -77,9 +79,10 @@ class Algo(Mapping):
     """Clip range of the value prediction around the old value (verl's critic default 0.5)."""
     value_group_coef: float = 0.0
     """Write-up option: weight of an MSE pulling the value at the first response token toward the group-mean reward."""
-    loss: str = field(default="ppo", metadata={"loss": True})
-    """Policy objective: ppo (clipped surrogate), cispo, gmpo, sapo, gpg, dro, kl_cov, clip_cov, dppo_tv, dppo_kl."""
-    ratio: str = field(default="token", metadata={"loss": True})
+    loss: str = field(default="ppo", metadata={"loss": True, "choices": LOSSES})
+    ("""Policy objective: ppo (clipped surrogate), an objective of rewardlab.algos.objectives, or dpo (online DPO """
+     """on group pairs).""")
+    ratio: str = field(default="token", metadata={"loss": True, "choices": RATIO_LEVELS})
     """Importance ratio level: token (GRPO, Dr. GRPO, DAPO) or sequence (GSPO, GSPO-token form; loss ppo only)."""
     eps_low: float = field(default=0.2, metadata={"loss": True})
     ("""Lower clip range: the ratio is clipped at 1 - eps_low (gmpo: the log-ratio at -eps_low; dppo: the trust """
@@ -103,12 +106,13 @@ class Algo(Mapping):
     """Clip-Cov: lower covariance bound of the tokens that may be zeroed."""
     clip_cov_ub: float = field(default=5.0, metadata={"loss": True})
     """Clip-Cov: upper covariance bound of the tokens that may be zeroed."""
-    agg: str = field(default="seq-mean-token-mean", metadata={"loss": True})
-    """Loss aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm."""
+    agg: str = field(default="seq-mean-token-mean", metadata={"loss": True, "choices": AGGREGATIONS})
+    """Loss aggregation (token-sum, verl's unnormalised sum, for comparison only)."""
     beta: float = field(default=0.04, metadata={"loss": True})
     """KL coefficient to the frozen reference model (0 = no reference model)."""
-    kl: str = field(default="k3", metadata={"loss": True})
-    """KL estimator: k1, k2, k3, k1+, k3+ (aliases low_var_kl, low_var_kl+, kl, mse)."""
+    kl: str = field(default="k3", metadata={"loss": True, "choices": KL_CHOICES})
+    ("""KL estimator: Schulman's k estimators, verl's absolute difference; a + suffix = the value of X with the """
+     """gradient of k2 (verl's aliases accepted).""")
     entropy_coef: float = field(default=0.0, metadata={"loss": True})
     """Entropy bonus coefficient (- entropy_coef * H per token)."""
     dynamic_sampling: bool = False
@@ -139,7 +143,7 @@ class Algo(Mapping):
      """the advantage; None = off.""")
     reward_norm_decay: float = 0.99
     """EMA reward normalisation: the decay."""
-    group_size_policy: str = "fixed"
+    group_size_policy: str = field(default="fixed", metadata={"choices": GROUP_SIZE_POLICIES})
     ("""Write-up option: fixed (group_size for every prompt) or variance (G = clamp(ceil(var_ema / threshold), min, """
      """max) per prompt, after a warm-up).""")
     group_size_min: int = 2
@@ -157,9 +161,8 @@ class Algo(Mapping):
     """Best-of-group loss: fraction of the steps over which lambda rises linearly from 0."""
     dpo_beta: float = 0.1
     """Online DPO (loss dpo): beta of the sigmoid loss on (best, worst) pairs of each group against the reference."""
-    correction: str | None = None
-    ("""Rollout correction with the engine's log-probs: a preset of rewardlab.algos.correction (verl's names: """
-     """decoupled_token_is, decoupled_seq_is_rs, decoupled_token_icepop, bypass_ppo_clip, bypass_pg_is, ...); None """
+    correction: str | None = field(default=None, metadata={"choices": tuple(correction.PRESETS)})
+    ("""Rollout correction with the engine's log-probs: a preset of rewardlab.algos.correction (verl's names); None """
      """= off.""")
     correction_threshold: str | None = None
     """Override of the correction preset's IS threshold: a number u (truncate at u) or "l_u" (IcePop / MIS band)."""
@@ -189,9 +192,9 @@ class Algo(Mapping):
             raise AlgoError(f"gamma must be in (0, 1], got {self.gamma!r}")
         if not is_real(self.lam) or not 0 <= self.lam <= 1:
             raise AlgoError(f"lam must be in [0, 1], got {self.lam!r}")
-        if (self.advantage == "gae") != (self.critic is not None):
-            raise AlgoError("advantage 'gae' and a critic go together: set both (--advantage gae --critic "
-                            "shared|separate|MODEL) "
+        if self.estimator.needs_values != (self.critic is not None):
+            raise AlgoError("an advantage that reads values (gae) and a critic go together: set both (--advantage gae "
+                            "--critic shared|separate|MODEL) "
                             f"or neither, got advantage {self.advantage!r} and critic {self.critic!r}")
         cdb = self.critic_detach_below
         if isinstance(cdb, bool) or not isinstance(cdb, int) or cdb < 0:
@@ -205,7 +208,7 @@ class Algo(Mapping):
                             "(KL to the old policy); one on-policy step without a reference has KL 0")
         if self.reward_norm not in (None, "ema"):
             raise AlgoError(f"unknown reward_norm {self.reward_norm!r}; choose ema or None")
-        check_choice("group_size_policy", self.group_size_policy, ("fixed", "variance"))
+        check_choice("group_size_policy", self.group_size_policy, GROUP_SIZE_POLICIES)
         for name in ("group_size_min", "group_size_max", "group_size_warmup"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "group_size_warmup" else 2):
@@ -254,6 +257,11 @@ class Algo(Mapping):
             if not isinstance(getattr(self, name), bool):
                 raise AlgoError(f"{name} must be true or false, got {getattr(self, name)!r}")
         return self
+
+    @property
+    def estimator(self) -> Estimator:
+        """The :class:`~rewardlab.algos.estimators.Estimator` of ``advantage``: its computation and what it needs."""
+        return ESTIMATORS[self.advantage]
 
     def rollout_correction(self) -> Any:
         """The :class:`rewardlab.algos.correction.Correction` these fields name, or None when off."""

@@ -18,16 +18,18 @@ Rows are scored through :func:`rewardlab.rewards.pool.score_batch` (parallel, pe
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
 import click
 
 from rewardlab.errors import RewardlabError
+from rewardlab.fields import attribute_docs
 from rewardlab.rewards import get_reward
-from rewardlab.rewards.judge import JUDGE_REWARDS, build_judge
+from rewardlab.rewards.judge import JUDGE_REWARDS, JudgeSettings, build_judge
 from rewardlab.rewards.pool import score_batch
 
 
@@ -66,46 +68,21 @@ def _explain(info: dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
-def _reward_of(name: str, judge: dict[str, Any]) -> Any:
+def _reward_of(name: str, judge: JudgeSettings) -> Any:
     """The reward NAME: ``judge`` / ``hybrid`` built from the ``--judge-*`` options, else the registry's."""
-    if name not in JUDGE_REWARDS:
-        return get_reward(name)
-    return build_judge(name, url=judge["url"], model=judge["model"],
-                       rule=get_reward(judge["rule"]) if name == "hybrid" else None,
-                       system_file=judge["system"], template_file=judge["template"], extract=judge["extract"],
-                       deadline=judge["deadline"], concurrency=judge["concurrency"], cache_path=judge["cache"],
-                       failure_score=judge["failure_score"])
-
-
-_JUDGE_DEFAULTS = {k: p.default for k, p in inspect.signature(build_judge).parameters.items()}
+    return build_judge(name, judge) if name in JUDGE_REWARDS else get_reward(name)
 
 
 def _judge_options(fn: Any) -> Any:
-    """The ``--judge-*`` options of ``rewardlab train`` (same names, defaults: :func:`build_judge`'s)."""
-    d = _JUDGE_DEFAULTS
-    opts = [
-        click.option("--judge-url",
-                     help="judge/hybrid: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1."),
-        click.option("--judge-model", help="judge/hybrid: the judge model's name on that server."),
-        click.option("--judge-rule", default="math", show_default=True,
-                     help="hybrid: the rule reward that decides first."),
-        click.option("--judge-system", type=click.Path(dir_okay=False),
-                     help="judge: a file holding the system prompt (rubric)."),
-        click.option("--judge-template", type=click.Path(dir_okay=False),
-                     help="judge: a file holding the user prompt, a template over {question}, {reference}, {answer}."),
-        click.option("--judge-extract", default=d["extract"], show_default=True,
-                     help="judge: the answer it is shown: math, text or a dotted fn(completion)."),
-        click.option("--judge-deadline", type=float, default=d["deadline"], show_default=True,
-                     help="judge: wall seconds per answer, retries included."),
-        click.option("--judge-concurrency", type=int, default=d["concurrency"], show_default=True,
-                     help="judge: requests in flight."),
-        click.option("--judge-cache", type=click.Path(dir_okay=False), help="judge: an sqlite file of verdicts."),
-        click.option("--judge-failure-score", type=float, default=d["failure_score"], show_default=True,
-                     help="judge: the score of judge_timeout / judge_error / judge_unparsed."),
-        click.option("--question", "-q", help="The question the judge sees (a file row: meta.question)."),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
+    """One ``--judge-*`` option per :class:`JudgeSettings` field (the names, defaults and help of ``rewardlab
+    train``'s), then ``--question``."""
+    hints = typing.get_type_hints(JudgeSettings)
+    docs = attribute_docs(JudgeSettings)
+    fn = click.option("--question", "-q", help="The question the judge sees (a file row: meta.question).")(fn)
+    for f in reversed(dataclasses.fields(JudgeSettings)):
+        kind = next((t for t in (int, float) if t in (hints[f.name], *typing.get_args(hints[f.name]))), None)
+        fn = click.option(f"--{f.name.replace('_', '-')}", f.name, type=kind, default=f.default, help=docs[f.name],
+                          show_default=f.default is not None)(fn)
     return fn
 
 
@@ -122,7 +99,7 @@ def reward(name: str, completion: str | None, gold: str | None, file_: str | Non
            question: str | None, **judge_opts: Any) -> None:
     """Score completions with reward NAME (math, code, format, judge, hybrid, ... or a dotted path) and explain
     each score."""
-    fn = _reward_of(name, {k[len("judge_"):]: v for k, v in judge_opts.items()})
+    fn = _reward_of(name, JudgeSettings(**judge_opts))
     if file_ and (completion is not None or gold is not None or question is not None):
         raise RewardlabError("give either --file or --completion/--gold (and --question), not both")
     if file_:

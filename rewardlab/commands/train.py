@@ -19,10 +19,8 @@ from pathlib import Path
 
 import click
 
-from rewardlab.algos import PRESETS
 from rewardlab.errors import RewardlabError
-from rewardlab.eval import run_eval
-from rewardlab.tasks import TASKS
+from rewardlab.eval import EvalConfig, run_eval
 from rewardlab.train import Interrupted, TrainConfig, build_config, parse_overrides, set_threads
 from rewardlab.train import train as run_training
 from rewardlab.train.checkpoint import checkpoint_dir, is_adapter_checkpoint
@@ -45,16 +43,20 @@ def _epilog() -> str:
     epilog=_epilog(),
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file of settings.")
-@click.option("--algo", help=f"Algorithm preset: {', '.join(PRESETS)} (default {TrainConfig().algo};"
-                             " docs/algorithms.md).")
+@click.option("--algo", help=f"{field_docs()['algo']} (default {TrainConfig().algo}).")
 @click.option("--model", help="HF hub id or local folder (default: embedded SmolLM2-135M-Instruct).")
-@click.option("--task", help=f"{', '.join(TASKS)} or a FILE.jsonl of rows (default {TrainConfig().task}).")
+@click.option("--task", help=f"{field_docs()['task']} (default {TrainConfig().task}).")
+@click.option("--env", help="An environment as the task: KIND:NAME[?key=value&...] (rewardlab envs list); the same "
+                            "setting as --task.")
 @click.option("--steps", type=int, help="Training steps.")
 @click.option("--output-dir", help="Run directory (rerun the same command to resume).")
 @click.pass_context
 def train(ctx: click.Context, config_path: str | None, algo: str | None, model: str | None, task: str | None,
-          steps: int | None, output_dir: str | None) -> None:
+          env: str | None, steps: int | None, output_dir: str | None) -> None:
     """Train a causal LM with an RL algorithm preset (--algo) on a task's rewards."""
+    if env is not None and task is not None:
+        raise RewardlabError("--env and --task name the same setting; give one")
+    task = env if env is not None else task
     overrides: dict[str, object] = {}
     for key, value in (("algo", algo), ("model", model), ("task", task), ("steps", steps), ("output_dir", output_dir)):
         if value is not None:
@@ -90,4 +92,5 @@ def _eval(cfg: TrainConfig, out_dir: Path, model_ref: str) -> None:
     """Run the eval suite of ``--eval-before-after`` on ``model_ref`` into ``out_dir``."""
     suite = [s.strip() for s in str(cfg.eval_before_after).split(",") if s.strip()]
     print(f"eval {','.join(suite)} on {model_ref} -> {out_dir}", flush=True)
-    run_eval(None if model_ref == "default" else model_ref, suite, out_dir, limit=cfg.eval_limit)
+    run_eval(EvalConfig(suite=suite, output=str(out_dir), limit=cfg.eval_limit), None if model_ref == "default"
+             else model_ref)

@@ -17,9 +17,9 @@ from rewardlab.eval.store import load_results, load_samples, read_samples
 
 def format_table(results: dict[str, Any]) -> str:
     """A plain-text table of one results file: benchmark, grader, metric (pass@k, maj@k, avg@n), value,
-    stderr, 95% interval, problems, samples per problem; then per benchmark the share of completions
-    that hit the token budget and with an unclosed ``<think>``, and each reference grader's
-    disagreements with ours."""
+    stderr, 95% interval, problems, samples per problem; then per benchmark the mean score when the grader gave
+    partial credit (an environment's), the share of completions that hit the token budget and with an unclosed
+    ``<think>``, and each reference grader's disagreements with ours."""
     lines = [f"model: {results['config']['model']}"]
     head = (f"{'benchmark':<12} {'grader':<16} {'metric':<8} {'value':>7} {'stderr':>7} {'95% CI':>17} "
             f"{'problems':>9} {'n':>3}")
@@ -36,6 +36,10 @@ def format_table(results: dict[str, Any]) -> str:
                     f"{bench:<12} {grader:<16} {metric:<8} {100 * d['value']:6.1f}% {100 * d['stderr']:6.1f}% {ci:>17} "
                     f"{flat['n']:>9} {flat['samples_per_problem']:>3}"
                 )
+        total = bd.get("total_samples") or 0
+        if total and "mean_score" in bd and abs(bd["mean_score"] - bd.get("correct_samples", 0) / total) > 1e-9:
+            notes.append(f"{bench}: mean score {bd['mean_score']:.3f} over {total} samples (partial credit; pass@k "
+                         "counts a score of 1 as solved)")
         rs = bd.get("reasoning")
         if rs:
             notes.append(f"{bench}: hit the token budget ({rs['max_new_tokens']}): "

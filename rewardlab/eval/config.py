@@ -19,10 +19,13 @@ from typing import Any, Sequence
 
 from rewardlab.errors import RewardlabError
 from rewardlab.eval.graders import GRADERS, GSM8K_VARIANTS, parse_graders
-from rewardlab.fields import attribute_docs
+from rewardlab.eval.spec import builtin_benchmarks
+from rewardlab.fields import attribute_docs, with_choices
+from rewardlab.models import DTYPES
 from rewardlab.rollout import tool_settings
+from rewardlab.rollout.engines import DEFAULT_ENGINE, ENGINES
 from rewardlab.rollout.multiturn import TOOL_HINT
-from rewardlab.rollout.tool_settings import TOOL_FORMATS, TOOLS, ToolSettings
+from rewardlab.rollout.tool_settings import TOOLS, ToolSettings
 
 DEFAULT_SUITE = "gsm8k,math500,humaneval"
 """The benchmarks of ``rewardlab eval`` when neither ``--suite`` nor ``--spec`` names any."""
@@ -55,8 +58,8 @@ class _EvalSettings:
     """Every eval setting but the tool settings (:data:`TOOL_FIELDS`), which :class:`EvalConfig` adds."""
 
     suite: str | Sequence[str] | None = None
-    ("""Comma-separated benchmarks: gsm8k, math500, math, humaneval, arith, or names from --spec files [default: """
-     """gsm8k,math500,humaneval; with --spec: the spec files' benchmarks].""")
+    ("""Comma-separated benchmarks: built-in ones (evals/), or names from --spec files [default: """
+     """{default_suite}; with --spec: the spec files' benchmarks].""")
     limit: int | None = None
     """Evaluate the first N problems of each benchmark, in data-file order."""
     n: int | None = None
@@ -75,16 +78,19 @@ class _EvalSettings:
     """Sampling seed (batch slot i uses seed + first problem position)."""
     output: str | None = field(default=None, metadata={"path": "dir", "aliases": ("-o",)})
     """Output directory for results.json and samples (default evals-out/<model name>). Rerunning resumes."""
-    rollout: str = field(default="hf", metadata={"choices": ("hf", "vllm")})
+    rollout: str = field(default=DEFAULT_ENGINE, metadata={"choices": tuple(ENGINES)})
     """Generation engine."""
-    dtype: str = "auto"
-    """Model dtype: auto, float32, bfloat16, float16."""
+    dtype: str = field(default="auto", metadata={"choices": DTYPES})
+    """Model dtype (auto = bf16 on GPU, fp32 on CPU)."""
     device: str = "cpu"
     """Model device (cpu, cuda, cuda:1...)."""
     threads: int | None = None
     """torch CPU threads (default 1 on machines with <= 4 cores)."""
     spec: tuple[str, ...] = field(default=(), metadata={"path": "file"})
     """A benchmark spec YAML file (repeatable); its name can then be used in --suite (added if absent)."""
+    env: tuple[str, ...] = ()
+    ("""An environment as one more benchmark (repeatable): KIND:NAME[?key=value&...], e.g. """
+     """reasoning_gym:spell_backward; its test split, graded by its own scorer (rewardlab envs list).""")
     data_dir: str | None = field(default=None, metadata={"path": "dir"})
     """Data directory (default $REWARDLAB_DATA_DIR)."""
     overwrite: bool = False
@@ -105,12 +111,14 @@ class _EvalSettings:
         self.k = int_list(self.k)
         self.max_total_tokens = self.max_total_tokens or 0  # type: ignore[attr-defined] # None (of before) = 0
         self.spec = tuple(str(p) for p in ([self.spec] if isinstance(self.spec, str) else self.spec or ()))
+        self.env = tuple(str(p) for p in ([self.env] if isinstance(self.env, str) else self.env or ()))
         self.grader = tuple([self.grader] if isinstance(self.grader, str) else self.grader or ())
 
     # --- derived settings
     def suite_names(self) -> list[str]:
         """The ``--suite`` names (default :data:`DEFAULT_SUITE`, or none when ``--spec`` files are given)."""
-        return _names(DEFAULT_SUITE if self.suite is None and not self.spec else self.suite)
+        default = self.suite is None and not self.spec and not self.env
+        return [*_names(DEFAULT_SUITE if default else self.suite), *(e for e in self.env)]
 
     def grader_names(self) -> list[str]:
         """The graders to run, ``rewardlab`` first (an unknown name is an error here)."""
@@ -145,7 +153,7 @@ class _EvalSettings:
         if self.batch_size < 1:
             raise RewardlabError("--batch-size must be at least 1")
         if self.tools not in TOOLS:
-            raise RewardlabError(f"unknown --tools {self.tools!r}; choose none or python")
+            raise RewardlabError(f"unknown --tools {self.tools!r}; choose one of: {', '.join(TOOLS)}")
         if self.tools != "none" and custom_engine:
             raise RewardlabError("--tools python builds its own engine over the model (no custom engine)")
         self.tool_settings().check()
@@ -158,27 +166,6 @@ EvalConfig.__doc__ = """Everything an eval run needs besides the model (and a cu
 ``--tools`` ones of :data:`TOOL_FIELDS` from :class:`ToolSettings`, same names and defaults)."""
 
 
-LEGACY_NAMES = {"out_dir": "output", "spec_files": "spec"}
-"""``run_eval``'s keyword names of before :class:`EvalConfig` -> its field names (``progress`` is ``not quiet``)."""
-
-
-def from_keywords(suite: str | Sequence[str] | None, out_dir: Any = None, **kw: Any) -> EvalConfig:
-    """An :class:`EvalConfig` from the keywords of ``run_eval(model, suite, out_dir, limit=..., ...)``, the call
-    shape of before this class (still accepted by ``run_eval``)."""
-    values = {LEGACY_NAMES.get(k, k): v for k, v in kw.items()}
-    if "progress" in values:
-        values["quiet"] = not values.pop("progress")
-    if out_dir is not None:
-        values["output"] = str(out_dir)
-    if values.get("grader") is None:
-        values.pop("grader", None)
-    known = {f.name for f in dataclasses.fields(EvalConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise TypeError(f"run_eval() got unexpected keyword argument(s): {', '.join(unknown)}")
-    return EvalConfig(suite=suite, **values)
-
-
 def field_docs() -> dict[str, str]:
     """Field name -> its one-line docstring (the ``--help`` text of its option), in option order: the tool
     settings' (from :class:`ToolSettings`) right after ``tools``."""
@@ -189,7 +176,9 @@ def field_docs() -> dict[str, str]:
         if name == "tools":
             docs.update({k: " ".join(tool_docs[k].split()) for k in TOOL_FIELDS})  # one line, as eval's others
     graders = ", ".join(g for g in GRADERS if g != "rewardlab")
-    return {name: doc.replace("{graders}", graders) for name, doc in docs.items()}
+    docs["suite"] = with_choices(docs["suite"], builtin_benchmarks())
+    return {name: doc.replace("{graders}", graders).replace("{default_suite}", DEFAULT_SUITE)
+            for name, doc in docs.items()}
 
 
-__all__ = ["DEFAULT_SUITE", "EvalConfig", "TOOLS", "TOOL_FORMATS", "field_docs", "from_keywords", "int_list"]
+__all__ = ["DEFAULT_SUITE", "EvalConfig", "field_docs", "int_list"]

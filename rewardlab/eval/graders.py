@@ -88,17 +88,18 @@ class Gsm8kTask:
     ignore_punctuation: bool = False
 
 
-_FLEX = "(-?[$0-9.,]{2,})|(-?[0-9]+)"
+FLEX_PATTERN = "(-?[$0-9.,]{2,})|(-?[0-9]+)"
 GSM8K_VARIANTS: dict[str, Gsm8kTask] = {
-    "gsm8k": Gsm8kTask("gsm8k", "lm_eval/tasks/gsm8k/gsm8k.yaml", "#### (\\-?[0-9\\.\\,]+)", 0, _FLEX, -1,
+    "gsm8k": Gsm8kTask("gsm8k", "lm_eval/tasks/gsm8k/gsm8k.yaml", "#### (\\-?[0-9\\.\\,]+)", 0, FLEX_PATTERN, -1,
                        ("Question:", "</s>", "<|im_end|>"), "full"),
     "gsm8k_cot": Gsm8kTask("gsm8k_cot", "lm_eval/tasks/gsm8k/gsm8k-cot.yaml", "The answer is (\\-?[0-9\\.\\,]+).", 0,
-                           _FLEX, -1, ("Q:", "</s>", "<|im_end|>"), "after_hashes"),
+                           FLEX_PATTERN, -1, ("Q:", "</s>", "<|im_end|>"), "after_hashes"),
     "gsm8k_cot_zeroshot": Gsm8kTask("gsm8k_cot_zeroshot", "lm_eval/tasks/gsm8k/gsm8k-cot-zeroshot.yaml",
-                                    "The answer is (\\-?[0-9\\.\\,]+).", 0, _FLEX, -1, ("Q:", "</s>", "<|im_end|>"),
+                                    "The answer is (\\-?[0-9\\.\\,]+).", 0, FLEX_PATTERN, -1,
+                                    ("Q:", "</s>", "<|im_end|>"),
                                     "full"),
     "gsm8k_cot_llama": Gsm8kTask("gsm8k_cot_llama", "lm_eval/tasks/gsm8k/gsm8k-cot-llama.yaml",
-                                 "The final answer is ((-?[$0-9.,]{2,})|(-?[0-9]+))", -1, _FLEX, -1,
+                                 "The final answer is ((-?[$0-9.,]{2,})|(-?[0-9]+))", -1, FLEX_PATTERN, -1,
                                  ("<|eot_id|>", "<|start_header_id|>user<|end_header_id|>", "Q:", "</s>", "<|im_end|>"),
                                  "after_hashes"),
 }
@@ -552,9 +553,8 @@ def grader_reference(row_reference: Any, fields: dict[str, Any]) -> dict[str, An
     return {"answer": row_reference, "solution": fields.get("solution")}
 
 
-__all__ = ["DEFAULT_GRADER", "GRADERS", "GSM8K_VARIANTS", "Gsm8kTask", "INVALID", "LM_EVAL_VERSION", "LmEvalGsm8k",
+__all__ = ["DEFAULT_GRADER", "GRADERS", "GSM8K_VARIANTS", "INVALID", "LM_EVAL_VERSION", "LmEvalGsm8k",
            "MINERVA_INVALID", "Minerva", "class_correctness", "cut_at_stops", "exact_match", "get_grader",
-           "grader_reference", "gsm8k_target",
-           "last_boxed_only_string", "math_answer_classes", "minerva_final_answer", "minerva_gold", "minerva_is_equiv",
-           "normalize_final_answer",
-           "parse_graders", "parse_latex_antlr", "parser_name", "regex_extract", "remove_boxed"]
+           "grader_reference", "last_boxed_only_string", "math_answer_classes", "minerva_final_answer",
+           "minerva_is_equiv", "normalize_final_answer", "parse_graders", "parser_name", "regex_extract",
+           "remove_boxed"]

@@ -174,8 +174,10 @@ def _counts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for f in r["finish_reasons"]:
             finish[str(f)] = finish.get(str(f), 0) + 1
         ntok.extend(r["num_tokens"])
+    scores = [float(s or 0.0) for r in records for s in r["scores"]]
     return {"correct_samples": sum(sum(bool(c) for c in r["correct"]) for r in records),
             "total_samples": sum(len(r["scores"]) for r in records),
+            "mean_score": (sum(scores) / len(scores)) if scores else 0.0,  # partial credit (environments), ungraded 0
             "grader_status": statuses, "finish_reasons": finish,
             "mean_completion_tokens": (sum(ntok) / len(ntok)) if ntok else 0.0}
 

@@ -32,10 +32,10 @@ from tqdm.auto import tqdm
 
 from rewardlab import __version__, sandbox
 from rewardlab.errors import RewardlabError
-from rewardlab.eval.config import EvalConfig, from_keywords
+from rewardlab.eval.config import EvalConfig
 from rewardlab.eval.graders import DEFAULT_GRADER, get_grader, grader_reference
 from rewardlab.eval.passk import is_correct
-from rewardlab.eval.report import bench_results, disagreement_kind, graded_texts
+from rewardlab.eval.report import bench_results, graded_texts
 from rewardlab.eval.spec import (
     DEFAULT_DEADLINES,
     BenchmarkSpec,
@@ -51,7 +51,7 @@ from rewardlab.models import check_model, load_model, resolve_device, resolve_mo
 from rewardlab.rewards import get_reward
 from rewardlab.rewards.code import extract_code
 from rewardlab.rewards.pool import prewarm, score_batch
-from rewardlab.rollout import SamplingParams, make_engine
+from rewardlab.rollout import ENGINES, SamplingParams, make_engine
 from rewardlab.rollout.multiturn import ToolEngine
 
 LIMIT_RULE = "first N problems in data-file order"
@@ -86,7 +86,8 @@ def chat_template_sha256(tokenizer: Any | None) -> str | None:
 
 def _versions() -> dict[str, str]:
     out = {"rewardlab": __version__, "python": platform.python_version()}
-    for dist in ("torch", "transformers", "math-verify", "sympy", "vllm"):
+    engines = [e.requires for e in ENGINES.values() if e.requires]  # an engine's optional package (vLLM)
+    for dist in ("torch", "transformers", "math-verify", "sympy", *engines):
         try:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:
@@ -199,7 +200,8 @@ def _ks_for(spec: BenchmarkSpec, k: Sequence[int] | None, n: int) -> list[int]:
     return ks
 
 
-def _grade(spec: BenchmarkSpec, rows: Sequence[EvalRow], texts: Sequence[str], n: int) -> tuple[list[str], list[Any]]:
+def grade_texts(spec: BenchmarkSpec, rows: Sequence[EvalRow], texts: Sequence[str],
+                n: int) -> tuple[list[str], list[Any]]:
     """Score each completion; returns (graded code or text per completion, RewardResult per completion)."""
     reward = get_reward(spec.grader)
     refs = [rows[j // n].reference for j in range(len(texts))]
@@ -269,7 +271,7 @@ def _generate_slot(spec: BenchmarkSpec, slot_rows: list[EvalRow], engine: Any, c
     if len(comps) != len(prompts) * n:
         raise RewardlabError(f"engine returned {len(comps)} completions for {len(prompts)} prompts x n={n}")
     answers = [getattr(c, "graded_text", c.text) for c in comps]
-    graded, results = _grade(spec, slot_rows, answers, n)  # tools: the model's last turn is the answer
+    graded, results = grade_texts(spec, slot_rows, answers, n)  # tools: the model's last turn is the answer
     return [_record(spec, row, prompts[i], comps[i * n:(i + 1) * n], answers[i * n:(i + 1) * n],
                     graded[i * n:(i + 1) * n], results[i * n:(i + 1) * n], ctx.tools is not None)
             for i, row in enumerate(slot_rows)]
@@ -343,8 +345,8 @@ def _extra_grades(spec: BenchmarkSpec, rows: Sequence[EvalRow], records: Sequenc
 # ----------------------------------------------------------------------------- the run
 
 
-def run_eval(cfg: EvalConfig | Any, model: Any = None, *args: Any, tokenizer: Any | None = None,
-             engine: Any | None = None, **settings: Any) -> dict[str, Any]:
+def run_eval(cfg: EvalConfig, model: Any = None, *, tokenizer: Any | None = None,
+             engine: Any | None = None) -> dict[str, Any]:
     """Evaluate ``model`` on the suite of ``cfg`` and write ``results.json`` + samples to ``cfg.out_dir(model)``.
 
     Args:
@@ -359,17 +361,12 @@ def run_eval(cfg: EvalConfig | Any, model: Any = None, *args: Any, tokenizer: An
     answers, turns, tool_calls, tool_status and model_tokens, and details gain ``tools``. Extra graders
     (``cfg.grader``) run on the stored samples, so adding one never regenerates.
 
-    The call shape of before :class:`EvalConfig` is still accepted: ``run_eval(model, suite, out_dir,
-    limit=..., ...)`` with the field names as keywords (``spec_files`` for ``spec``, ``progress`` for
-    ``not quiet``); see :func:`rewardlab.eval.config.from_keywords`.
-
     Returns:
         The results dict that was written to ``results.json``.
     """
     if not isinstance(cfg, EvalConfig):
-        cfg, model = from_keywords(*(((model,) if model is not None else ()) + args), **settings), cfg
-    elif args or settings:
-        raise TypeError("run_eval(cfg, model, *, tokenizer=None, engine=None): the settings go in cfg")
+        raise TypeError(f"run_eval(cfg, model, *, tokenizer=None, engine=None): cfg is an EvalConfig, got "
+                        f"{type(cfg).__name__}")
     t0 = time.time()
     plan = _plan(cfg, model, engine)
     # One writer per output folder for the whole run; a second eval on it stops here, writing nothing.
@@ -434,7 +431,7 @@ def _engine_for(plan: _Plan, ctx: _Ctx, b: _Bench) -> Any:
     # the trajectory budget: ToolSettings.token_budget of the benchmark's max_new_tokens (the sampling it is given)
     return ToolEngine(getattr(base, "model", None), ctx.tokenizer, execute=sandbox.execute,
                       settings=cfg.tool_settings(), batch_size=cfg.batch_size,
-                      engine=base if cfg.rollout == "vllm" else None)
+                      engine=base if ENGINES[cfg.rollout].drives_tool_loop else None)
 
 
 def _sample_config(plan: _Plan, ctx: _Ctx, b: _Bench) -> dict[str, Any]:
@@ -545,12 +542,8 @@ def _make_ctx(model: Any, cfg: EvalConfig, device: str, *, tokenizer: Any, engin
         model_obj, tok = model, tokenizer
         info = dict(getattr(model_obj, "rewardlab_provenance", None) or {})
         label = cfg.model_label or _model_label(model_obj)
-    if cfg.rollout == "hf":
-        kw: dict[str, Any] = {"batch_size": cfg.batch_size}
-    else:  # eval owns the GPU (no trainer beside it): let vLLM take most of it
-        kw = {"seed": cfg.seed, **({"gpu_memory_utilization": 0.85} if str(device).startswith("cuda") else {})}
-    try:
-        eng = make_engine(cfg.rollout, model_obj, tok, **kw)
+    try:  # eval owns the device (no trainer beside it): the engine row's eval keywords
+        eng = make_engine(cfg.rollout, model_obj, tok, **ENGINES[cfg.rollout].eval_keywords(cfg, device))
     except ImportError as e:
         raise RewardlabError(f"--rollout {cfg.rollout} is not available here: {e}") from None
     info["num_parameters"] = sum(p.numel() for p in model_obj.parameters())
@@ -558,5 +551,5 @@ def _make_ctx(model: Any, cfg: EvalConfig, device: str, *, tokenizer: Any, engin
     return _Ctx(engine=eng, tokenizer=tok, model_label=label, model_info=info)
 
 
-__all__ = ["DEFAULT_DEADLINES", "EvalConfig", "LIMIT_RULE", "chat_template_sha256", "disagreement_kind", "git_hash",
+__all__ = ["DEFAULT_DEADLINES", "LIMIT_RULE", "chat_template_sha256", "git_hash",
            "graders_file", "run_eval"]

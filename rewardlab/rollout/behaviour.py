@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewardlab.rollout.base import SUPPORTS, SamplingParams
+from rewardlab.rollout.base import SamplingParams
 
 DEFAULT_SUPPORT = "kept"
 """The convention of a run that does not choose one (``--logprob-support``)."""
@@ -127,5 +127,5 @@ def kept_set(tempered: Any, sampling: SamplingParams) -> Any:
     return torch.isfinite(flat).reshape(shape)
 
 
-__all__ = ["DEFAULT_SUPPORT", "SUPPORTS", "describe", "kept_set", "logprobs", "recorded_at", "truncates", "truncating",
+__all__ = ["DEFAULT_SUPPORT", "describe", "kept_set", "logprobs", "recorded_at", "truncates", "truncating",
            "warpers"]

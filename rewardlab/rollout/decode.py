@@ -306,5 +306,5 @@ def output_cache(out: Any) -> Any:
     return cache
 
 
-__all__ = ["DROP_SHARE", "Prefilled", "can_share", "decode", "eos_ids", "forward_kwargs", "inference_mode",
-           "output_cache", "prefill", "preallocate", "row_streams", "seeded", "shared_stream", "warpers"]
+__all__ = ["can_share", "decode", "eos_ids", "inference_mode", "prefill", "preallocate", "row_streams", "seeded",
+           "shared_stream"]

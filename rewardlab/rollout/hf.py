@@ -147,7 +147,7 @@ class HFEngine:
             return
         self.model.load_state_dict(model.state_dict())
 
-    def _encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
         bos = self.tokenizer.bos_token
         add_special = not (bos and text.startswith(bos))  # chat templates often emit BOS themselves
         return self.tokenizer(text, add_special_tokens=add_special)["input_ids"]
@@ -156,11 +156,16 @@ class HFEngine:
                  on_chunk: Callable[[list[Completion]], None] | None = None) -> list[Completion]:
         """Sample ``n`` completions for each prompt; returns ``len(prompts) * n`` in prompt-major order. ``on_chunk``
         gets each chunk's completions (``batch_size`` rows) once decoded (async streaming); the draws do not change."""
+        return self.generate_ids([self.encode(p) for p in prompts], n, sampling, on_chunk=on_chunk)
+
+    def generate_ids(self, encoded: list[list[int]], n: int, sampling: SamplingParams, *,
+                     on_chunk: Callable[[list[Completion]], None] | None = None) -> list[Completion]:
+        """:meth:`generate` from prompt token ids (token in, token out: the policy endpoint's path)."""
         from transformers import GenerationConfig, LogitsProcessorList  # lazy: see the module docstring
 
         if n < 1:
             raise RewardlabError(f"n must be >= 1, got {n}")
-        if not prompts:
+        if not encoded:
             return []
         model, tok = self.model, self.tokenizer
         device = next(model.parameters()).device
@@ -192,8 +197,7 @@ class HFEngine:
 
             stop_criteria = StopStringCriteria(tokenizer=tok, stop_strings=list(sampling.stop))
 
-        encoded = [self._encode(p) for p in prompts]
-        order = [i for i in range(len(prompts)) for _ in range(n)]  # prompt-major
+        order = [i for i in range(len(encoded)) for _ in range(n)]  # prompt-major
         results: list[Completion] = []
         generated = 0
         t0 = time.perf_counter()

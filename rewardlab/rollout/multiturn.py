@@ -50,7 +50,7 @@ from typing import Any, Callable
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.decode import decode, eos_ids, inference_mode, prefill, row_streams, seeded
-from rewardlab.rollout.tool_settings import TOOL_FORMATS, ToolSettings, from_keywords
+from rewardlab.rollout.tool_settings import TOOL_FORMATS, ToolSettings
 from rewardlab.seeds import derive_seed
 
 _BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)\n?```", re.DOTALL)
@@ -153,8 +153,8 @@ def run_tool(execute: Callable[..., Any], code: str, timeout: float, max_output_
 
 def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
                        execute: Callable[..., Any] | None = None, settings: ToolSettings | None = None,
-                       max_model_tokens: int | None = None, batch_size: int = 64, engine: Any = None,
-                       **legacy: Any) -> list[Trajectory]:
+                       max_model_tokens: int | None = None, batch_size: int = 64, engine: Any = None
+                       ) -> list[Trajectory]:
     """``len(prompts) * n`` trajectories, prompt-major (``out[i * n + j]`` is sample j of prompt i).
 
     ``sampling``: temperature / top-k / top-p / seed as for the engines; ``max_new_tokens`` caps the
@@ -167,14 +167,12 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
     trajectory (None: only the token budget). ``execute`` runs the code (the sandbox's
     :func:`rewardlab.sandbox.execute`; never model code in this process). ``batch_size``: trajectories
     decoded together in one turn. ``engine``: sample through an engine that continues exact token ids
-    (``continue_ids``: the vLLM engine) instead of ``model``. ``legacy``: the keywords of before
-    ``settings`` (``max_turns=``, ``max_total_tokens=``, ``tool_timeout_s=``, ``episode_timeout_s=``,
-    ``observation_format=``, ``max_output_chars=``), applied over ``settings``.
+    (``continue_ids``: the vLLM engine) instead of ``model``.
     """
     if execute is None:
         raise RewardlabError("rollout_with_tools needs execute= (e.g. rewardlab.sandbox.execute): tool code "
                              "runs in the sandbox, which the rollout package does not import itself")
-    s = from_keywords(settings, **legacy)
+    s = settings or ToolSettings()
     if s.max_turns < 1:
         raise RewardlabError(f"max_turns must be >= 1, got {s.max_turns}")
     if s.tool_format not in OBSERVATION_FORMATS:

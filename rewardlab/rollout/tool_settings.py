@@ -101,23 +101,5 @@ def settings_of(config: Any, **overrides: Any) -> ToolSettings:
     return ToolSettings(**{**values, **overrides})
 
 
-LEGACY_KEYWORDS = {"max_turns": "max_turns", "max_total_tokens": "max_total_tokens",
-                   "tool_timeout_s": "tool_timeout", "episode_timeout_s": "tool_episode_timeout",
-                   "observation_format": "tool_format", "max_output_chars": "tool_output_chars"}
-"""The keywords ``rollout_with_tools`` and ``ToolEngine`` took before :class:`ToolSettings` -> its field names."""
-
-
-def from_keywords(settings: ToolSettings | None, **kw: Any) -> ToolSettings:
-    """``settings`` (default :class:`ToolSettings`) with the legacy keywords of :data:`LEGACY_KEYWORDS` applied
-    (``episode_timeout_s=None`` meant the default); an unknown keyword is a ``TypeError``."""
-    unknown = sorted(set(kw) - set(LEGACY_KEYWORDS))
-    if unknown:
-        raise TypeError(f"unexpected keyword argument(s): {', '.join(unknown)}")
-    values = {LEGACY_KEYWORDS[k]: v for k, v in kw.items()}
-    if values.get("tool_episode_timeout", 0.0) is None:
-        values["tool_episode_timeout"] = 0.0
-    return dataclasses.replace(settings or ToolSettings(), **values)
-
-
-__all__ = ["BUDGET_FACTOR", "FIELDS", "LEGACY_KEYWORDS", "TOOLS", "TOOL_FORMATS", "ToolSettings", "config_fields",
-           "docs", "from_keywords", "settings_of"]
+__all__ = ["BUDGET_FACTOR", "FIELDS", "TOOLS", "TOOL_FORMATS", "ToolSettings", "config_fields", "docs",
+           "settings_of"]

@@ -303,7 +303,7 @@ class VLLMEngine:
         self.stats.update(sync_seconds=time.perf_counter() - t0, sync_count=self._sync_count,
                           sync_skipped=self._sync_skipped)
 
-    def _encode(self, text: str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
         bos = getattr(self.tokenizer, "bos_token", None)
         add_special = not (bos and text.startswith(bos))  # chat templates often emit BOS themselves
         return list(self.tokenizer(text, add_special_tokens=add_special)["input_ids"])
@@ -313,9 +313,13 @@ class VLLMEngine:
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[VLLMCompletion]:
         """Sample ``n`` completions per prompt; ``len(prompts) * n`` in prompt-major order."""
+        return self.generate_ids([self.encode(p) for p in prompts], n, sampling)
+
+    def generate_ids(self, encoded: list[list[int]], n: int, sampling: SamplingParams) -> list[VLLMCompletion]:
+        """:meth:`generate` from prompt token ids (token in, token out: the policy endpoint's path)."""
         if n < 1:
             raise RewardlabError(f"n must be >= 1, got {n}")
-        if not prompts:
+        if not encoded:
             return []
         _check_support(sampling)
         self._wake(["weights", "kv_cache"])
@@ -332,7 +336,6 @@ class VLLMEngine:
             logprobs=0,  # the sampled token's log-prob only
             skip_special_tokens=True,
         )
-        encoded = [self._encode(p) for p in prompts]
         # vLLM seeds each request separately: derive one seed per prompt, or every prompt would
         # replay the same random stream.
         seed = sampling.seed
@@ -340,7 +343,7 @@ class VLLMEngine:
         if seed is not None and not self._on_gpu and prefill_tokens > self._step_budget:
             seed = None  # see CPU_MAX_BATCHED_TOKENS: unseeded (engine RNG) rather than a crash
         self.stats["seeded"] = float(seed is not None or sampling.seed is None)
-        params = [vllm.SamplingParams(seed=_request_seed(seed, i), **common) for i in range(len(prompts))]
+        params = [vllm.SamplingParams(seed=_request_seed(seed, i), **common) for i in range(len(encoded))]
         requests = [{"prompt_token_ids": ids} for ids in encoded]
         t0 = time.perf_counter()
         outputs = self.llm.generate(requests, params, use_tqdm=False)

@@ -9,8 +9,8 @@ whose algorithm fields come from ``rewardlab.algos.Algo``; ``derive`` for the ba
 ``build.py`` (``build_plan`` -> a frozen ``Plan``, ``build_trainer`` -> a ``Trainer``, ``build_run``),
 ``state.py`` (``Plan``, ``Trainer``, ``Run``: the typed run state), ``samples.py`` (prompt stream,
 samples, batches, rollout rows), ``process.py`` (threads, seeds, Ctrl-C, out-of-memory errors),
-``runtime.py`` (the run's reward, run folder name, RNG state on resume, log-prob mismatch; it also
-re-exports the names of state, samples and process at their old import path), ``saved_config.py``
+``runtime.py`` (the run's reward, run folder name, RNG state on resume, log-prob mismatch),
+``saved_config.py``
 (``config.yaml`` and what may change on resume), ``logprobs.py`` (log-probs of response tokens,
 frozen-prefix replay, layer freezing), ``update.py`` (the optimizer stage), ``metrics.py`` (the log
 stage), ``evaluation.py`` (``--eval-every``: held-out benchmarks during training), ``checkpoint.py``
@@ -19,10 +19,10 @@ and ``critic.py`` (``--feedback``'s critic, PPO's value model), ``lora.py`` (PEF
 """
 
 from rewardlab.train.config import TrainConfig, build_config, parse_overrides, resolve_algo
-from rewardlab.train.sizes import Derived, derive
-from rewardlab.train.logprobs import freeze_to_top_layers, pad_batch, token_logprobs
 from rewardlab.train.loop import train
-from rewardlab.train.runtime import Interrupted, PromptStream, run_dir_of, set_threads
+from rewardlab.train.process import Interrupted, set_threads
+from rewardlab.train.runtime import run_dir_of
+from rewardlab.train.samples import PromptStream
 
-__all__ = ["Derived", "Interrupted", "PromptStream", "TrainConfig", "build_config", "derive", "freeze_to_top_layers",
-           "pad_batch", "parse_overrides", "resolve_algo", "run_dir_of", "set_threads", "token_logprobs", "train"]
+__all__ = ["Interrupted", "PromptStream", "TrainConfig", "build_config", "parse_overrides", "resolve_algo",
+           "run_dir_of", "set_threads", "train"]

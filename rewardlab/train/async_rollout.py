@@ -45,7 +45,7 @@ import torch
 from rewardlab.algos import Algo
 from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
-from rewardlab.rollout import Completion, SamplingParams
+from rewardlab.rollout import ENGINES, Completion, SamplingParams
 from rewardlab.train.async_worker import GenerationWorker, Result
 from rewardlab.train.config import ASYNC_CORRECTION, TrainConfig
 from rewardlab.train.samples import Batch, rollout_seed
@@ -64,7 +64,7 @@ Grade = Callable[["Run", Prompts, list[Completion]], list[RewardResult]]
 
 def why_not(cfg: TrainConfig, algo: Algo, world_size: int = 1) -> str | None:
     """Why ``--async-steps k >= 1`` cannot run ``algo`` with ``cfg``, or None when it can."""
-    if algo.advantage == "remax":
+    if algo.estimator.needs_greedy_baseline:
         return "remax's baseline is a greedy rollout of the current policy"
     if algo.dynamic_sampling:
         return "dynamic sampling's extra generation rounds depend on the step's rewards (not pipelined yet)"
@@ -78,11 +78,9 @@ def why_not(cfg: TrainConfig, algo: Algo, world_size: int = 1) -> str | None:
 
 
 def worker_engine_kwargs(cfg: TrainConfig) -> dict[str, object]:
-    """The generation worker's engine settings: ``build_engine``'s for ``--rollout vllm`` (memory share, seed),
-    sleep mode off (the worker's engine generates while the trainer trains: nothing to hand back); none for HF."""
-    if cfg.rollout != "vllm":
-        return {}
-    return {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization, "enable_sleep_mode": False, "seed": cfg.seed}
+    """The generation worker's engine settings: its ``rollout.ENGINES`` row's ``worker_keywords`` (vLLM: the
+    trainer's memory share and seed, sleep mode off: the worker's engine generates while the trainer trains)."""
+    return ENGINES[cfg.rollout].worker_keywords(cfg)
 
 
 def refuse(cfg: TrainConfig, algo: Algo, world_size: int) -> None:

@@ -50,13 +50,12 @@ import torch.multiprocessing as mp
 from rewardlab import forkserver
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Collectives, Completion, SamplingParams
-from rewardlab.rollout.hf import HFEngine
+from rewardlab.rollout.engines import ENGINES, LIVE_ENGINE
+from rewardlab.train.lora import full_state_dict_for_engine
 
 START_TIMEOUT = 300.0
 """Seconds the first result may take (the worker imports torch and transformers and receives the model;
 with vLLM it also starts the engine, 15-60 s on CPU)."""
-ENGINES = ("hf", "vllm")
-"""The engines a worker can run (``--rollout``)."""
 GENERATION_PRELOAD = ("rewardlab.train.async_worker",)
 """What the fork server imports for a generation worker (torch, transformers, the engines); the model's own
 class module is added when a worker starts. A trainer adds these before its reward pool starts the server
@@ -68,7 +67,7 @@ class Spec:
     """How the worker process builds its engine."""
 
     engine: str
-    """``"hf"`` or ``"vllm"``."""
+    """A name of ``rollout.ENGINES``."""
     batch_size: int
     """HF: rows per decoded chunk (``--rollout-batch-size``)."""
     threads: int
@@ -112,25 +111,27 @@ class _Stopped(Exception):
 
 
 def _build(spec: Spec, model: Any, tokenizer: Any) -> Any:
-    """The worker's engine over its policy copy ``model``."""
-    if spec.engine == "hf":
-        return HFEngine(model, tokenizer, batch_size=spec.batch_size)
-    from rewardlab.rollout.vllm import VLLMEngine  # only the vLLM worker imports vLLM
-    from rewardlab.train.build import full_state_dict_for_engine  # LoRA: vLLM loads the merged weights
-
+    """The worker's engine over its policy copy ``model`` (an engine that samples the live model decodes in
+    chunks of ``batch_size`` rows; one that holds a copy gets ``engine_kwargs``)."""
+    row = ENGINES[spec.engine]
+    if row.live_weights:
+        return row.build(model, tokenizer, batch_size=spec.batch_size)
     # one process, no group: the local collectives, but the trainer's merged state dict under LoRA
     collectives = Collectives(full_state_dict=full_state_dict_for_engine(model))
-    return VLLMEngine(model, tokenizer, collectives=collectives, **spec.engine_kwargs)
+    return row.build(model, tokenizer, collectives=collectives, **spec.engine_kwargs)
 
 
 def _generate(spec: Spec, engine: Any, model: Any, prompts: list[str], n: int, sampling: SamplingParams,
               send: Callable[[list[Completion]], None]) -> None:
-    """One request: HF streams each chunk to ``send`` as it is decoded; vLLM first takes the weights applied
-    since its last request (a no-op when none came), then sends all its completions as one chunk."""
-    if spec.engine == "hf":
+    """One request: an engine that holds a weight copy (vLLM) first takes the weights applied since its last
+    request (a no-op when none came); a streaming engine (HF) sends each chunk to ``send`` as it is decoded,
+    another sends all its completions as one chunk."""
+    row = ENGINES[spec.engine]
+    if not row.live_weights:
+        engine.load_weights(model)
+    if row.streams_chunks:
         engine.generate(prompts, n, sampling, on_chunk=send)
         return
-    engine.load_weights(model)
     send(engine.generate(prompts, n, sampling))
 
 
@@ -149,7 +150,7 @@ def _serve(tokenizer: Any, version: int, spec: Spec, requests: Any, results: Any
     try:
         _loop(spec, engine, model, version, requests, results, stop)
     finally:
-        if spec.engine == "vllm":
+        if hasattr(engine, "close"):  # an engine with its own resources (vLLM's)
             engine.close()
 
 
@@ -209,12 +210,12 @@ class GenerationWorker:
     threads. A server already started without them (by the reward pool) costs those 4 s at every start."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, version: int, batch_size: int, threads: int,
-                 on_part: OnPart | None = None, engine: str = "hf", engine_kwargs: dict[str, Any] | None = None):
+                 on_part: OnPart | None = None, engine: str = LIVE_ENGINE, engine_kwargs: dict[str, Any] | None = None):
         if engine not in ENGINES:
             raise RewardlabError(f"the generation worker runs {' or '.join(ENGINES)}, not {engine!r}")
         trainer_device = next(model.parameters()).device
         # vLLM on a GPU: snapshots and the worker's copy stay on the trainer's device (CUDA IPC); else CPU
-        self._on_device = engine == "vllm" and trainer_device.type == "cuda"
+        self._on_device = ENGINES[engine].copy_on_device and trainer_device.type == "cuda"
         spec = Spec(engine, batch_size, threads, str(trainer_device) if self._on_device else "cpu",
                     dict(engine_kwargs or {}))
         ctx = mp.get_context("forkserver")  # a clean process (no trainer threads); later workers fork from it
@@ -328,4 +329,4 @@ class GenerationWorker:
         self._results.cancel_join_thread()
 
 
-__all__ = ["ENGINES", "GenerationWorker", "OnPart", "Part", "Result", "Spec", "trainable_snapshot"]
+__all__ = [ "GenerationWorker", "OnPart", "Part", "Result", "Spec", "trainable_snapshot"]

@@ -12,17 +12,18 @@ import copy
 import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from rewardlab import forkserver, models, sandbox, tasks
+from rewardlab import envs, forkserver, models, sandbox
 from rewardlab.algos import extras
 from rewardlab.errors import RewardlabError
 from rewardlab.locks import FolderLock
+from rewardlab.models import check_model, resolve_device
 from rewardlab.logging import MetricsLogger, truncate_jsonl
 from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm
-from rewardlab.rollout import Collectives, RolloutEngine, format_prompt, make_engine
+from rewardlab.rollout import ENGINES, LIVE_ENGINE, Collectives, RolloutEngine, format_prompt, make_engine
 from rewardlab.rollout import behaviour
 from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
 from rewardlab.tasks import Row
@@ -30,18 +31,10 @@ from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.async_worker import GENERATION_PRELOAD
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
 from rewardlab.train.sizes import derive
-from rewardlab.train.config import (
-    TrainConfig,
-    check_model,
-    resolve_algo,
-    resolve_device,
-    to_dict,
-    tools_of,
-    total_token_budget,
-)
+from rewardlab.train.config import TrainConfig, resolve_algo, to_dict, tools_of, total_token_budget
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
-from rewardlab.train.lora import apply_lora, is_lora, merged_state_dict, trainable_parameters
+from rewardlab.train.lora import apply_lora, full_state_dict_for_engine, trainable_parameters
 from rewardlab.train.metrics import peak_rss_mb
 from rewardlab.train.process import seed_everything
 from rewardlab.train.saved_config import describe_diff, save_yaml, settings_diff
@@ -83,7 +76,7 @@ def build_plan(cfg: TrainConfig, locks: list[FolderLock]) -> Plan:
 
 def build_rows(cfg: TrainConfig) -> list[Row]:
     """The task's training rows; each must have a prompt and a reference answer."""
-    rows = tasks.load_task(cfg.task, "train", limit=cfg.task_limit, seed=cfg.seed)
+    rows, _ = envs.load_rows(cfg.task, "train", limit=cfg.task_limit, seed=cfg.seed)
     if not rows:
         raise RewardlabError(f"task {cfg.task!r} has no training rows")
     for r in rows:
@@ -150,7 +143,8 @@ def build_trainer(plan: Plan, threads: int | None) -> Trainer:
     restore(plan, policy, optimizer, scheduler, critic, options, stream)
     say_trainable(plan, n_trainable)
     engine = build_engine(plan, policy, tok)
-    gather = (lambda: distributed.gathered_params(policy)) if engine_kind(cfg) == "hf" else contextlib.nullcontext
+    gather = (lambda: distributed.gathered_params(policy)) if ENGINES[engine_kind(cfg)].live_weights \
+        else contextlib.nullcontext
     trainer = Trainer(model=policy, tok=tok, optimizer=optimizer, scheduler=scheduler, engine=engine,
                       sampler=Sampler(engine, gather), render=build_render(cfg, tok), stream=stream,
                       ref_model=ref_model, prefix=prefix, autocast=autocast, critic=critic, options=options)
@@ -282,38 +276,27 @@ def say_trainable(plan: Plan, n_trainable: int) -> None:
 
 def engine_kind(cfg: TrainConfig) -> str:
     """The trainer's own engine: ``--rollout``, except with ``--async-steps`` (the generation worker runs
-    ``--rollout``; the trainer keeps an HF engine on its live model, no weight copy, for ``--eval-every``)."""
-    return "hf" if cfg.async_steps > 0 else cfg.rollout
+    ``--rollout``; the trainer keeps the live-model engine, no weight copy, for ``--eval-every``)."""
+    return LIVE_ENGINE if cfg.async_steps > 0 else cfg.rollout
 
 
 def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBase) -> RolloutEngine:
-    """``--rollout hf`` or ``vllm`` (:func:`engine_kind`), wrapped in the tool loop with ``--tools python``
-    (``--feedback``: :func:`build_trainer`)."""
+    """The ``--rollout`` engine (:func:`engine_kind`; its row of ``rollout.ENGINES``), wrapped in the tool loop with
+    ``--tools python`` (``--feedback``: :func:`build_trainer`)."""
     cfg, dist = plan.cfg, plan.dist
-    if engine_kind(cfg) == "hf":
-        engine_kw: dict[str, Any] = {"batch_size": cfg.rollout_batch_size}
-    else:  # the vLLM engine borrows the trainer's collectives (rollout never imports rewardlab.train)
-        # vLLM's "auto" runs a float32 checkpoint in 16 bits: the engine computes in the trainer's own dtype
-        gpu_auto = plan.device.type == "cuda" and cfg.dtype == "auto"
-        compute = "bfloat16" if gpu_auto else cfg.dtype.replace("auto", "float32")
-        engine_kw = {"gpu_memory_utilization": cfg.vllm_gpu_memory_utilization, "dtype": compute,
-                     "enable_sleep_mode": cfg.vllm_sleep_mode, "seed": cfg.seed, "collectives": Collectives(
-                         world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
-                         full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)}
+    spec = ENGINES[engine_kind(cfg)]
+    engine_kw = spec.train_keywords(cfg, plan.device.type)
+    if spec.takes_collectives:  # it borrows the trainer's collectives (rollout never imports rewardlab.train)
+        engine_kw["collectives"] = Collectives(
+            world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
+            full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)
     engine = make_engine(engine_kind(cfg), model, tok, **engine_kw)
     if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
         # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)
         settings = tools_of(cfg, max_total_tokens=total_token_budget(cfg))
         engine = ToolEngine(model, tok, execute=sandbox.execute, settings=settings, batch_size=cfg.rollout_batch_size,
-                            engine=engine if cfg.rollout == "vllm" else None)
+                            engine=engine if ENGINES[cfg.rollout].drives_tool_loop else None)
     return engine
-
-
-def full_state_dict_for_engine(model: torch.nn.Module) -> Callable[..., Any]:
-    """What vLLM loads after each update: the full weights, merged with the LoRA adapters when LoRA is on."""
-    if not is_lora(model):
-        return distributed.full_state_dict
-    return lambda m, cpu=True: merged_state_dict(m, distributed.full_state_dict(m, cpu=cpu))
 
 
 def build_render(cfg: TrainConfig, tok: PreTrainedTokenizerBase) -> Callable[[Row], str]:
@@ -349,4 +332,4 @@ def quiet_run(plan: Plan, trainer: Trainer) -> Run:
                RolloutLog(plan.run_dir / "rollouts.jsonl", enabled=False))
 
 
-__all__ = ["build_engine", "build_options", "build_plan", "build_run", "build_trainer", "full_state_dict_for_engine"]
+__all__ = ["build_engine", "build_options", "build_plan", "build_run", "build_trainer"]

@@ -46,7 +46,6 @@ from rewardlab.train import distributed
 from rewardlab.train.config import to_dict
 from rewardlab.train.lora import (
     ADAPTER_CONFIG,
-    ADAPTER_WEIGHTS,
     is_lora,
     load_adapter_weights,
     save_adapter,
@@ -307,8 +306,7 @@ def save_step(run: Run, step: int) -> None:
     distributed.barrier()
 
 
-__all__ = [
-    "ADAPTER_WEIGHTS", "MERGED_DIR", "STATE_FILE", "checkpoint_bytes", "checkpoint_dir", "clean_partial",
+__all__ = [ "MERGED_DIR", "STATE_FILE", "checkpoint_bytes", "checkpoint_dir", "clean_partial",
     "is_adapter_checkpoint", "is_complete", "latest_checkpoint", "list_checkpoints", "load_trainer_state",
     "load_weights", "prune_checkpoints", "rng_state", "save_checkpoint", "save_step", "set_rng_state",
 ]

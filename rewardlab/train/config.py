@@ -20,18 +20,21 @@ import dataclasses
 import difflib
 import os
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rewardlab import algos, tasks
+from rewardlab import algos, envs, tasks
 from rewardlab.algos import ALGOS, Algo
 from rewardlab.errors import RewardlabError
-from rewardlab.fields import attribute_docs
-from rewardlab.models import check_device_spelling, check_model, resolve_device
+from rewardlab.fields import attribute_docs, help_texts
+from rewardlab.models import DTYPES, check_device_spelling
+from rewardlab.rewards.judge import settings as judge_settings
+from rewardlab.rewards.judge.settings import JudgeSettings
 from rewardlab.rollout import tool_settings
+from rewardlab.rollout.engines import DEFAULT_ENGINE, ENGINES, LIVE_ENGINE
 from rewardlab.rollout.base import SUPPORTS
 from rewardlab.rollout.tool_settings import TOOLS, ToolSettings
 
@@ -40,6 +43,8 @@ FEEDBACK_PROMPT = ("A student answered a question. In one or two sentences, say 
                    "if it is wrong, point to the mistake. Do not give the answer yourself.\n\n"
                    "Question: {question}\n\nStudent's answer: {answer}")
 """The default ``--feedback-prompt``."""
+PACKINGS: tuple[str, ...] = ("none", "sequences", "groups")
+"""``--packing`` layouts (their costs: :data:`rewardlab.train.sizes.LAYOUT_COST`)."""
 
 
 @dataclass
@@ -47,12 +52,12 @@ class _Settings:
     """The run settings that are not algorithm fields (those come from ``algos.Algo``, below)."""
 
     # --- what to train ---
-    algo: str = "gspo"
-    """Algorithm preset: a name of rewardlab.algos.PRESETS (all listed in --algo's help; docs/algorithms.md)."""
+    algo: str = field(default="gspo", metadata={"choices": ALGOS})
+    """Algorithm preset (docs/algorithms.md)."""
     model: str | None = None
     """HF hub id or local folder of a causal LM; None = the embedded SmolLM2-135M-Instruct."""
-    task: str = "arith"
-    """Training task: arith (built-in), gsm8k, math, humaneval."""
+    task: str = field(default="arith", metadata={"choices": tasks.TASKS})
+    """Training task (arith is built in), an environment KIND:NAME (--env; rewardlab envs list), or a FILE.jsonl."""
     task_limit: int | None = None
     """Use only the first N rows of the task (None = all)."""
     system_prompt: str | None = None
@@ -71,35 +76,6 @@ class _Settings:
     reward_workers: int | None = None
     """Reward worker processes (None = the pool's default)."""
 
-    # --- judge (--reward judge: an LLM grades every answer; --reward hybrid: only what --judge-rule cannot) ---
-    judge_url: str | None = None
-    ("""--reward judge/hybrid: the judge server's OpenAI-compatible base URL (vllm serve, SGLang, an API), e.g. """
-     """http://127.0.0.1:8000/v1.""")
-    judge_model: str | None = None
-    """--reward judge/hybrid: the judge model's name on that server (the API key comes from $OPENAI_API_KEY)."""
-    judge_rule: str = "math"
-    ("""--reward hybrid: the rule reward that decides first (name or dotted path); the judge gets its """
-     """too_complex/timeout/error/bad_gold items.""")
-    judge_system: str | None = None
-    ("""Judge: a file holding the system prompt, the rubric (None = the built-in strict grader); it must ask for """
-     """the two-line verdict.""")
-    judge_template: str | None = None
-    ("""Judge: a file holding the user prompt, a template over {question}, {reference} and {answer} (None = the """
-     """built-in blocks).""")
-    judge_extract: str = "math"
-    ("""Judge: the answer it is shown: math (boxed, ####, 'the answer is'), text (those, else the last paragraph), """
-     """or a dotted fn(completion).""")
-    judge_deadline: float = 30.0
-    ("""Judge: wall seconds per answer for all its attempts and retries (then judge_timeout; a dead server is """
-     """judge_error sooner).""")
-    judge_concurrency: int = 8
-    """Judge: requests in flight at once; the reward threads (--reward-workers, default min(8, CPUs)) bound it too."""
-    judge_cache: str | None = None
-    """Judge: an sqlite file of verdicts shared by runs and processes (None = in memory, this run only)."""
-    judge_failure_score: float = 0.0
-    ("""Judge: the score of judge_timeout, judge_error and judge_unparsed answers (counted as judge/status/... in """
-     """metrics).""")
-
     # --- batch sizes ---
     steps: int = 20
     """Number of training steps (one rollout batch each)."""
@@ -113,8 +89,8 @@ class _Settings:
     """Completions per forward/backward pass (gradient accumulation unit, per rank)."""
     max_tokens_per_micro_batch: int = 0
     """Cut micro-batches by tokens instead (positions computed, padding included; 0 = by --micro-batch-size)."""
-    packing: str = "none"
-    """Micro-batch layout: none (padded rows), sequences (one packed row), groups (each prompt once, its answers)."""
+    packing: str = field(default="none", metadata={"choices": PACKINGS})
+    """Micro-batch layout: padded rows (none), one packed row (sequences), or each prompt once with its answers."""
 
     # --- sampling ---
     max_new_tokens: int = 32
@@ -125,10 +101,10 @@ class _Settings:
     """Nucleus sampling threshold."""
     top_k: int = 0
     """Top-k sampling (0 = off)."""
-    logprob_support: str = "kept"
+    logprob_support: str = field(default="kept", metadata={"choices": tuple(SUPPORTS)})
     """Log-probs under top-k / top-p: kept (renormalised over the kept set, as sampled) or full (whole vocabulary)."""
-    rollout: str = "hf"
-    """Rollout engine: hf (transformers generate) or vllm."""
+    rollout: str = field(default=DEFAULT_ENGINE, metadata={"choices": tuple(ENGINES)})
+    """Rollout engine (rewardlab.rollout.engines)."""
     rollout_batch_size: int = 64
     """Sequences per generate call in the HF engine."""
     vllm_gpu_memory_utilization: float = 0.3
@@ -141,7 +117,7 @@ class _Settings:
     max_staleness: int | None = None
     ("""--async-steps: drop (and regenerate) rollouts whose policy is more than this many steps old, counted as """
      """async/dropped (None = --async-steps).""")
-    tools: str = "none"
+    tools: str = field(default="none", metadata={"choices": TOOLS})
     """Tool use: none, or python (multi-turn: the model may write ```python blocks; each runs in the sandbox and
     its output is inserted, loss-masked; the reward grades the model's last turn). HF or vLLM engine."""
     feedback: str = "none"
@@ -195,8 +171,8 @@ class _Settings:
     # --- machine ---
     device: str = "auto"
     """cpu, cuda, cuda:N or auto (cuda when available)."""
-    dtype: str = "auto"
-    """Training dtype: auto (bf16 on GPU, fp32 on CPU), float32, bfloat16."""
+    dtype: str = field(default="auto", metadata={"choices": DTYPES})
+    """Training dtype: auto = bf16 on GPU, fp32 on CPU."""
     threads: int | None = None
     """Torch CPU threads (None = 1 on machines with <= 4 cores, else the torch default)."""
     seed: int = 0
@@ -223,9 +199,9 @@ class _Settings:
     """Problems per benchmark for --eval-before-after and --eval-every (None = all)."""
     eval_every: int = 0
     """Evaluate the live policy on --eval-suite every N steps, before the first and after the last (0 = off)."""
-    eval_suite: str | None = None
-    """--eval-every: comma-separated held-out benchmarks (task names: gsm8k, math500, math, arith, ..., or a .jsonl
-    file), their test split, graded by each one's own reward; logged as eval/<bench>/accuracy in metrics.jsonl."""
+    eval_suite: str | None = field(default=None, metadata={"choices": tasks.TASKS})
+    """--eval-every: comma-separated held-out benchmarks (task names, or a .jsonl file), their test split, graded by
+    each one's own reward; logged as eval/<bench>/accuracy in metrics.jsonl."""
     eval_samples: int = 1
     """--eval-every: completions per problem (accuracy is their mean; more than 1 also logs pass@n)."""
     eval_temperature: float = 0.0
@@ -240,28 +216,33 @@ ALGO_FIELDS: tuple[str, ...] = algos.FIELDS
 """The TrainConfig fields that override the preset: exactly ``algos.Algo``'s fields."""
 
 _ALGO_TYPES = typing.get_type_hints(Algo)
+_ALGO_META = {f.name: f.metadata for f in dataclasses.fields(Algo)}
 TrainConfig = dataclasses.make_dataclass(
     "TrainConfig",
-    [*tool_settings.config_fields(),
-     *[(name, _ALGO_TYPES[name] | None, dataclasses.field(default=None)) for name in ALGO_FIELDS]],
+    [*judge_settings.config_fields(), *tool_settings.config_fields(),
+     *[(name, _ALGO_TYPES[name] | None, dataclasses.field(default=None, metadata=_ALGO_META[name]))
+       for name in ALGO_FIELDS]],
     bases=(_Settings,),
 )
 TrainConfig.__module__ = __name__
-TrainConfig.__doc__ = """Everything a training run needs: the settings above, the ``--tools`` settings (one field per
-``ToolSettings`` field, same name and default) and one optional field per ``algos.Algo`` field (``None`` = the
-preset's value)."""
+TrainConfig.__doc__ = """Everything a training run needs: the settings above, the ``--judge-*`` and ``--tools`` settings
+(one field per ``JudgeSettings`` / ``ToolSettings`` field, same name and default) and one optional field per
+``algos.Algo`` field (``None`` = the preset's value)."""
 
 
 def field_docs() -> dict[str, str]:
-    """Field name -> one-line docstring: the run settings' (the tool settings', from ``ToolSettings``, listed after
-    ``tools``), then the algorithm fields' from ``algos.Algo``."""
+    """Field name -> one-line help: the run settings' docstrings (the judge settings', from ``JudgeSettings``, after
+    ``reward_workers``; the tool settings', from ``ToolSettings``, after ``tools``), then the algorithm fields' from
+    ``algos.Algo``; a field with choices lists its registry."""
     algo_docs = attribute_docs(Algo)
     docs: dict[str, str] = {}
     for name, doc in attribute_docs(_Settings).items():
         docs[name] = doc
         if name == "tools":
             docs.update(tool_settings.docs())
-    return {**docs, **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}}
+        if name == "reward_workers":  # the --judge-* settings (JudgeSettings) under the reward settings
+            docs.update(attribute_docs(JudgeSettings))
+    return help_texts(TrainConfig, {**docs, **{k: f"{algo_docs[k]} (None = preset)" for k in ALGO_FIELDS}})
 
 
 _HINTS: dict[str, Any] | None = None
@@ -388,6 +369,11 @@ def build_config(yaml_path: str | None = None, overrides: dict[str, Any] | None 
     return cfg
 
 
+def judge_of(cfg: TrainConfig) -> JudgeSettings:
+    """The run's ``--judge-*`` settings (its fields of :class:`JudgeSettings`' names)."""
+    return judge_settings.settings_of(cfg)
+
+
 def tools_of(cfg: TrainConfig, **overrides: Any) -> ToolSettings:
     """The run's ``--tools`` settings (its fields of :class:`ToolSettings`' names); ``overrides`` replace some."""
     return tool_settings.settings_of(cfg, **overrides)
@@ -406,18 +392,21 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 def validate(cfg: TrainConfig) -> None:
     """Reject settings that cannot work, with a message that says what to change."""
     _choice("algo", cfg.algo, ALGOS)
-    _choice("rollout", cfg.rollout, ("hf", "vllm"))
+    _choice("rollout", cfg.rollout, tuple(ENGINES))
     _choice("logprob_support", cfg.logprob_support, tuple(SUPPORTS))
     if cfg.top_k == 1 and cfg.logprob_support == "kept":
         raise RewardlabError("--top-k 1 under --logprob-support kept gives every sampled token probability 1, so "
                              "nothing trains; use --logprob-support full (TRL's, verl's) or --top-k above 1")
-    if cfg.rollout == "vllm" and cfg.logprob_support == "full" and (cfg.top_k or cfg.top_p < 1):
-        raise RewardlabError("--logprob-support full with top-k / top-p needs --rollout hf (vLLM reports kept-set)")
+    full_kept = cfg.logprob_support == "full" and (cfg.top_k or cfg.top_p < 1)
+    if full_kept and not ENGINES[cfg.rollout].reports_full_logprobs:
+        raise RewardlabError(f"--logprob-support full with top-k / top-p needs --rollout {LIVE_ENGINE} (--rollout "
+                             f"{cfg.rollout} reports kept-set log-probs)")
     _choice("tools", cfg.tools, TOOLS)
     tools_of(cfg).check()
     if cfg.feedback != "none":
-        if cfg.tools != "none" or cfg.rollout != "hf":
-            raise RewardlabError("--feedback runs on the HF engine without --tools (one or the other, for now)")
+        if cfg.tools != "none" or cfg.rollout != LIVE_ENGINE:
+            raise RewardlabError(f"--feedback runs on the {LIVE_ENGINE} engine without --tools (one or the other, for "
+                                 "now)")
         if resolve_algo(cfg).group_size_policy == "variance":
             raise RewardlabError("--feedback runs with a fixed --group-size (not --group-size-policy variance)")
         if cfg.feedback_tokens < 1:
@@ -433,7 +422,7 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
         raise RewardlabError(
             f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
-    _choice("dtype", cfg.dtype, ("auto", "float32", "bfloat16", "float16"))
+    _choice("dtype", cfg.dtype, DTYPES)
     positive = ("steps", "prompts_per_step", "group_size", "epochs", "micro_batch_size", "max_new_tokens",
                 "rollout_batch_size", "max_gen_batches", "save_every")
     for name in positive:
@@ -477,9 +466,10 @@ def eval_suite_names(spec: str | None) -> list[str]:
     ``.jsonl`` file."""
     names = list(dict.fromkeys(s.strip() for s in str(spec or "").split(",") if s.strip()))
     for name in names:
-        if name.split(":")[0] not in tasks.TASKS and not name.endswith(".jsonl"):
-            raise RewardlabError(f"--eval-suite: unknown benchmark {name!r}; choose from {', '.join(tasks.TASKS)} "
-                                 "or a .jsonl file of rows")
+        if envs.is_env(name):
+            envs.spec_of(name)
+        elif name.split(":")[0] not in tasks.TASKS and not name.endswith(".jsonl"):
+            raise RewardlabError(f"--eval-suite: unknown benchmark {name!r}; choose from {envs.task_names()}")
     return names
 
 
@@ -517,7 +507,7 @@ def to_dict(cfg: TrainConfig) -> dict[str, Any]:
 
 
 __all__ = [
-    "ALGO_FIELDS", "ALGOS", "TOOLS", "TrainConfig", "build_config", "field_docs",
-    "parse_overrides", "resolve_algo", "ASYNC_CORRECTION", "to_dict", "tools_of", "total_token_budget",
-    "validate", "resolve_device", "check_model", "eval_suite_names",
+    "ALGO_FIELDS", "TrainConfig", "build_config", "field_docs",
+    "parse_overrides", "resolve_algo", "ASYNC_CORRECTION", "to_dict", "judge_of", "tools_of", "total_token_budget",
+    "validate", "eval_suite_names",
 ]

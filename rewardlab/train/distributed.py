@@ -274,7 +274,7 @@ def shard(items: Sequence[T], info: DistInfo | None = None, *, even: bool = True
     return list(items[start:stop])
 
 
-def _decoder_layers(model: nn.Module) -> list[nn.Module]:
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
     """The transformer blocks of an HF causal LM (each becomes one FSDP unit)."""
     names = set(getattr(model, "_no_split_modules", None) or [])
     layers = [m for m in model.modules() if type(m).__name__ in names and m is not model]
@@ -312,7 +312,7 @@ def wrap_model(
 
     mesh = init_device_mesh(info.device.type, (info.world_size,))
     mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
-    for layer in _decoder_layers(model):
+    for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=mp)
     fully_shard(model, mesh=mesh, mp_policy=mp)
     # Sum, do not average, gradients across ranks. Both setters act on one FSDP unit only, so

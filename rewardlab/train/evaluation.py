@@ -41,11 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardlab import tasks
+from rewardlab import envs
 from rewardlab.errors import RewardlabError
 from rewardlab.logging import JsonlWriter, truncate_jsonl
 from rewardlab.rewards import get_reward
-from rewardlab.rewards.pool import score_batch
 from rewardlab.rollout import SamplingParams
 from rewardlab.seeds import derive_seed
 from rewardlab.train import distributed
@@ -112,12 +111,14 @@ class Benchmark:
 
 def bench_key(name: str) -> str:
     """The metric-name part of a benchmark: ``gsm8k``, ``arith:2`` -> ``arith-2``, ``data/x.jsonl`` -> ``x``."""
+    if envs.is_env(name):
+        return envs.short_name(name)
     return Path(name).stem if name.endswith(".jsonl") else name.replace(":", "-")
 
 
 def load_benchmark(name: str, train_rows: list[Any], *, limit: int | None, n: int, seed: int) -> Benchmark:
     """The test split of ``name`` held out from ``train_rows``: by id (dropped), by ``n``-gram (reported)."""
-    rows = tasks.load_task(name, "test", seed=seed)
+    rows, _ = envs.load_rows(name, "test", seed=seed)
     train_ids = {r.id for r in train_rows}
     dropped = [r.id for r in rows if r.id in train_ids]
     rows = [r for r in rows if r.id not in train_ids]
@@ -182,9 +183,7 @@ def run_benchmark(run: Run, bench: Benchmark) -> list[dict[str, Any]]:
     with run.trainer.sampler.gather():  # FSDP + HF engine: collective, so every rank enters, with prompts or not
         outs = run.trainer.engine.generate(prompts, cfg.eval_samples, sampling_of(cfg)) if prompts else []
     rows = [bench.rows[mine[c.prompt_index]] for c in outs]
-    metas = [{k: v for k, v in (r.meta or {}).items() if k != "reward"} for r in rows]
-    results = score_batch(bench.reward, [c.graded_text for c in outs], [r.reference for r in rows], metas,
-                          deadline=cfg.reward_deadline, workers=cfg.reward_workers)
+    results = run.grade(rows, [c.graded_text for c in outs], bench.reward)
     local = [{"id": r.id, "sample": k % cfg.eval_samples, "score": res.score, "finish_reason": c.finish_reason,
               "tokens": c.model_tokens, "status": res.info.get("status"), "extracted": res.info.get("extracted"),
               "text": c.graded_text}

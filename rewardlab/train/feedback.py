@@ -24,12 +24,12 @@ from typing import Any
 
 from rewardlab import models
 from rewardlab.errors import RewardlabError
-from rewardlab.rewards.pool import score_batch
-from rewardlab.rollout import SamplingParams, format_prompt, make_engine
+from rewardlab.rollout import LIVE_ENGINE, SamplingParams, format_prompt, make_engine
 from rewardlab.rollout.base import Completion
 from rewardlab.rollout.multiturn import FeedbackEngine
 from rewardlab.seeds import derive_seed
-from rewardlab.train.runtime import Run, Sample
+from rewardlab.train.samples import Sample
+from rewardlab.train.state import Run
 from rewardlab.train.state import run_sampling
 
 
@@ -43,7 +43,7 @@ def feedback_engine(run: Run, start: Any) -> FeedbackEngine:
     else:
         critic_model, _ = models.load_model(cfg.feedback, dtype="float32", device=str(run.device))
         critic_model.eval().requires_grad_(False)
-    engine = make_engine("hf", critic_model, run.tok, batch_size=cfg.rollout_batch_size)
+    engine = make_engine(LIVE_ENGINE, critic_model, run.tok, batch_size=cfg.rollout_batch_size)
 
     def critic(questions: list[str], answers: list[str], sampling: SamplingParams) -> list[Completion]:
         prompts = [format_prompt(run.tok, cfg.feedback_prompt.format(question=q, answer=a.strip()))
@@ -69,14 +69,11 @@ def question_of(row: Any) -> str:
 
 def grade_first_attempts(run: Run, samples: list[Sample]) -> None:
     """``s.first_score``: the task reward of each sample's first answer (before the feedback)."""
-    texts, refs, metas = [], [], []
+    texts = []
     for s in samples:
         a, b = s.turns[0]["sampled"]
         texts.append(run.tok.decode(s.token_ids[a:b], skip_special_tokens=True))
-        refs.append(s.row.reference)
-        metas.append({k: v for k, v in (s.row.meta or {}).items() if k != "reward"})
-    results = score_batch(run.reward_fn, texts, refs, metas, deadline=run.cfg.reward_deadline,
-                          workers=run.cfg.reward_workers)
+    results = run.grade([s.row for s in samples], texts)
     for s, res in zip(samples, results):
         comps = dict(res.info.get("components") or {run.main_reward: res.score})
         s.first_score = float(comps.get(run.main_reward, res.score) or 0.0)

@@ -12,7 +12,7 @@
                 generates again until P groups survive, at most --max-gen-batches rounds (then it
                 trains on the groups it kept, or skips the step if it kept none)
     advantage   group z-score (or r - mean) per prompt id, or an estimator (RLOO, REINFORCE++, ReMax's
-                greedy baseline, ...: rewardlab.algos.advantages)
+                greedy baseline, ...: rewardlab.algos.estimators, asked by what they need, never by name)
     update      old log-probs recomputed by the training model when the step is off-policy, then
                 mini-batches x epochs optimizer steps, each accumulated over micro-batches whose
                 loss uses the whole optimizer step's token / sequence counts (all ranks)
@@ -44,12 +44,12 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from rewardlab import algos
-from rewardlab.algos import advantages, extras
+from rewardlab.algos import extras
+from rewardlab.algos.estimators import AdvantageInputs
 from rewardlab.locks import FolderLock
 from rewardlab.plots import plot_run
 from rewardlab.rewards.length import overlong_penalty
 from rewardlab.rewards.base import RewardResult
-from rewardlab.rewards.pool import score_batch
 from rewardlab.rollout import Completion, SamplingParams
 from rewardlab.train import async_rollout, distributed, evaluation, feedback
 from rewardlab.train.build import build_plan, build_run, build_trainer
@@ -62,7 +62,7 @@ from rewardlab.train.samples import Batch, Sample, logprobs_of, rollout_seed
 from rewardlab.train.state import Run, run_sampling
 from rewardlab.train.update import update_policy
 
-_ADVANTAGE_SIGN = 1.0
+ADVANTAGE_SIGN = 1.0
 """TEST-ONLY, not a setting: the factor every advantage is multiplied by (always +1.0).
 ``tests/test_learning.py`` monkeypatches it to -1.0 to check that a reversed update makes the reward
 fall, i.e. that the learning tests can tell a correct update from a wrong one."""
@@ -154,7 +154,7 @@ def rollout_and_score(run: Run, step: int, gen: Callable[..., tuple] | None = No
         batch.gen_round += 1
         mine, prompt_texts, outs, graded = (gen or generate)(run, step, batch)  # graded: None, or async's
         scored = score(run, mine, prompt_texts, outs, batch, graded)
-        if algo.advantage == "remax":  # --- ReMax: each prompt's greedy completion's reward is its baseline ---
+        if algo.estimator.needs_greedy_baseline:  # --- ReMax: each prompt's greedy reward is its baseline ---
             greedy_baselines(run, mine, prompt_texts, scored, batch)
         batch.generated.extend(scored)
         group_ids = torch.tensor([s.group for s in scored])  # (N,)
@@ -220,10 +220,7 @@ def greedy_baselines(run: Run, mine: list[tuple[int, int]], prompt_texts: list[s
 
 def grade(run: Run, mine: list[tuple[int, int]], outs: list[Completion]) -> list[RewardResult]:
     """The reward's result for each of this rank's completions (``mine``: the prompts they answer), from the pool."""
-    rows = [run.rows[mine[c.prompt_index][0]] for c in outs]
-    metas = [{k: v for k, v in (row.meta or {}).items() if k != "reward"} for row in rows]
-    return score_batch(run.reward_fn, [c.graded_text for c in outs], [row.reference for row in rows], metas,
-                       deadline=run.cfg.reward_deadline, workers=run.cfg.reward_workers)
+    return run.grade([run.rows[mine[c.prompt_index][0]] for c in outs], [c.graded_text for c in outs])
 
 
 def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: list[Completion], batch: Batch,
@@ -275,31 +272,25 @@ def set_advantages(run: Run, kept: list[Sample]) -> None:
             s.bog = best
     if run.reward_norm is not None:  # --- global EMA reward normalisation, then the advantage ---
         scores = run.reward_norm(scores).to(torch.float64)  # (N,)
-    if algo.advantage in algos.ADVANTAGE_SCALES:  # group z-score (GRPO, DAPO, GSPO) or r - mean (Dr. GRPO)
-        rewards = scores.to(torch.float32)  # (N,)
-        adv = algos.group_advantages(rewards, groups, scale=algo.advantage)  # (N,)
-        adv = adv * _ADVANTAGE_SIGN  # +1 always, except in tests/test_learning.py's negative control
+    est = algo.estimator  # --- group z-score / r - mean (one per response), or a per-token estimator as verl ---
+    if not est.per_token:
+        adv, _ = est.compute(AdvantageInputs(scores, groups))  # (N,)
+        adv = adv * ADVANTAGE_SIGN  # +1 always, except in tests/test_learning.py's negative control
         for s, a in zip(kept, adv.tolist()):
             s.advantage = a
         return
-    # --- advantage estimators (RLOO, REINFORCE++, OPO, pass@k, ReMax, GPG, GAE): per token, as verl ---
     lengths = torch.tensor([len(s.token_ids) for s in kept])  # (N,)
     # the loss mask: tool observations are not the model's tokens (the reward sits at its last one)
     mask = loss_mask(kept, int(lengths.max())).to(torch.float64)  # (N, R)
-    token_rewards = advantages.outcome_token_rewards(scores, mask)  # (N, R)
-    fn = advantages.ESTIMATORS[algo.advantage]
-    if algo.advantage == "gae":  # --- PPO: the critic's values before the update, then GAE ---
-        values = old_values(run, kept, mask.shape[1]).to(torch.float64)  # (N, R)
-        adv, returns = fn(token_rewards, values, mask, gamma=algo.gamma, lam=algo.lam)  # (N, R)
+    # PPO: the critic's values before the update; ReMax: each prompt's greedy reward
+    values = old_values(run, kept, mask.shape[1]).to(torch.float64) if est.needs_values else None  # (N, R)
+    baselines = torch.tensor([s.baseline for s in kept], dtype=torch.float64) if est.needs_greedy_baseline else None
+    adv, returns = est.compute(AdvantageInputs(scores, groups, mask, gamma=algo.gamma, lam=algo.lam, values=values,
+                                               baselines=baselines))  # (N, R)
+    if values is not None:
         for s, v, ret, n in zip(kept, values.tolist(), returns.tolist(), lengths.tolist()):
             s.values, s.returns = v[:n], ret[:n]
-    elif algo.advantage == "reinforce_pp":
-        adv, _ = fn(token_rewards, mask, gamma=algo.gamma)  # (N, R)
-    elif algo.advantage == "remax":
-        adv, _ = fn(token_rewards, mask, torch.tensor([s.baseline for s in kept], dtype=torch.float64))  # (N, R)
-    else:
-        adv, _ = fn(token_rewards, mask, groups)  # (N, R)
-    adv = adv * _ADVANTAGE_SIGN
+    adv = adv * ADVANTAGE_SIGN
     for s, row, n in zip(kept, adv.tolist(), lengths.tolist()):
         s.advantage = row[:n]
 
@@ -333,4 +324,4 @@ def log_skipped(run: Run, step: int, batch: Batch, t_step: float) -> None:
 # --- checkpoint: rewardlab/train/checkpoint.py (save_step: the collective save of a step) ---
 
 
-__all__ = ["Interrupted", "Run", "train"]
+__all__ = [ "train"]

@@ -46,11 +46,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from rewardlab.errors import RewardlabError
+from rewardlab.train import distributed
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -283,8 +285,14 @@ def load_adapter_weights(model: Any, folder: str | os.PathLike) -> None:
         raise RewardlabError(f"{folder}: unexpected adapter keys {sorted(unexpected)[:3]}")
 
 
-__all__ = [
-    "ADAPTER_CONFIG", "ADAPTER_WEIGHTS", "ATTENTION_TARGETS", "DEFAULT_TARGETS", "adapter_state_dict", "apply_lora",
-    "base_model", "is_lora", "load_adapter_weights", "merged_state_dict", "parse_targets", "save_adapter",
-    "save_merged", "trainable_parameters",
-]
+def full_state_dict_for_engine(model: Any) -> Callable[..., Any]:
+    """What an engine holding a weight copy (vLLM) loads after each update: the full weights, merged with the LoRA
+    adapters when LoRA is on (the trainer's engine and the ``--async-steps`` worker's alike)."""
+    if not is_lora(model):
+        return distributed.full_state_dict
+    return lambda m, cpu=True: merged_state_dict(m, distributed.full_state_dict(m, cpu=cpu))
+
+
+__all__ = ["ADAPTER_CONFIG", "ADAPTER_WEIGHTS", "ATTENTION_TARGETS", "adapter_state_dict", "apply_lora", "base_model",
+           "full_state_dict_for_engine", "is_lora", "load_adapter_weights", "merged_state_dict", "parse_targets",
+           "save_adapter", "save_merged", "trainable_parameters"]

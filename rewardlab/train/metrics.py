@@ -14,7 +14,9 @@ from rewardlab.rewards import RewardResult
 from rewardlab.rewards.judge import JUDGE_REWARDS, judge_metrics
 from rewardlab.train import distributed
 from rewardlab.train.feedback import critic_step, feedback_metrics
-from rewardlab.train.runtime import Batch, Run, Sample, combine_mismatch, mean_or_none
+from rewardlab.train.runtime import combine_mismatch, mean_or_none
+from rewardlab.train.samples import Batch, Sample
+from rewardlab.train.state import Run
 from rewardlab.train.update import Update
 
 

@@ -1,10 +1,9 @@
 """The run's plumbing, kept out of the loop's page: the reward a run grades with, the run folder's name,
 this rank's RNG state on resume, the engine-vs-trainer log-prob mismatch.
 
-The rest of the plumbing has a module per subject, re-exported here (their import path of old):
-:mod:`~rewardlab.train.state` (``Plan``, ``Trainer``, ``Run``), :mod:`~rewardlab.train.samples`
-(``PromptStream``, ``Sample``, ``Batch``, rollout rows), :mod:`~rewardlab.train.process` (threads,
-seeds, Ctrl-C, out-of-memory errors).
+The rest of the plumbing has a module per subject: :mod:`~rewardlab.train.state` (``Plan``, ``Trainer``,
+``Run``), :mod:`~rewardlab.train.samples` (``PromptStream``, ``Sample``, ``Batch``, rollout rows),
+:mod:`~rewardlab.train.process` (threads, seeds, Ctrl-C, out-of-memory errors).
 """
 
 from __future__ import annotations
@@ -14,17 +13,15 @@ from typing import Any
 
 import torch
 
+from rewardlab import envs
 from rewardlab.errors import RewardlabError
 from rewardlab.models import DEFAULT_MODEL
 from rewardlab.rewards import get_reward
 from rewardlab.rewards.combine import Combined
 from rewardlab.rewards.judge import JUDGE_REWARDS, build_judge
 from rewardlab.rollout.vllm import logprob_mismatch  # imports torch only; vLLM itself loads when an engine starts
-from rewardlab.train.config import TrainConfig
-from rewardlab.train.process import (Interrupted, StopFlag, default_threads, oom, oom_error, seed_everything,
-                                     set_threads)
-from rewardlab.train.samples import Batch, PromptStream, Sample, logprobs_of, rollout_rows, turn_rows
-from rewardlab.train.state import Plan, Run, Trainer
+from rewardlab.train.config import TrainConfig, judge_of
+from rewardlab.train.samples import Sample
 
 
 def build_reward(cfg: TrainConfig, rows: list[Any]) -> tuple[Any, str]:
@@ -36,13 +33,11 @@ def build_reward(cfg: TrainConfig, rows: list[Any]) -> tuple[Any, str]:
         raise RewardlabError(f"task {cfg.task!r} names no default reward; pass --reward math (or code, or a dotted "
                              "path)")
     if name in JUDGE_REWARDS:
-        main = build_judge(name, url=cfg.judge_url, model=cfg.judge_model,
-                           rule=get_reward(cfg.judge_rule) if name == "hybrid" else None,
-                           system_file=cfg.judge_system, template_file=cfg.judge_template, extract=cfg.judge_extract,
-                           deadline=cfg.judge_deadline, concurrency=cfg.judge_concurrency, cache_path=cfg.judge_cache,
-                           failure_score=cfg.judge_failure_score)
+        main = build_judge(name, judge_of(cfg))
     else:
         main = get_reward(name)
+        if not cfg.reward and isinstance(getattr(main, "name", None), str):
+            name = main.name  # a row's scorer (an environment's, by dotted path) names its metrics: rewards/openenv/...
     if cfg.format_weight == 0:
         return main, name
     parts = {name: (main, 1.0), "format": (get_reward("format"), cfg.format_weight)}
@@ -51,10 +46,10 @@ def build_reward(cfg: TrainConfig, rows: list[Any]) -> tuple[Any, str]:
 
 def run_dir_of(cfg: TrainConfig) -> Path:
     """The run directory: ``--output-dir``, else ``runs/<algo>-<task>-<model>``."""
-    return Path(cfg.output_dir or Path("runs") / _run_name(cfg))
+    return Path(cfg.output_dir or Path("runs") / run_name(cfg))
 
 
-def _run_name(cfg: TrainConfig) -> str:
+def run_name(cfg: TrainConfig) -> str:
     """``<algo>-<task>-<model>``: runs of different models never share a default run directory
     (``runs/x/checkpoints/step-000020`` as the model reads ``x-step-000020``)."""
     model = Path(str(cfg.model or DEFAULT_MODEL).rstrip("/\\"))
@@ -62,6 +57,7 @@ def _run_name(cfg: TrainConfig) -> str:
     if model.parent.name == "checkpoints" and model.parent.parent.name:
         tag = f"{model.parent.parent.name}-{tag}"
     task = Path(cfg.task).name if cfg.task.endswith((".jsonl", ".jsonl.gz")) else cfg.task
+    task = envs.short_name(task) if envs.is_env(task) else task
     return f"{cfg.algo}-{task}-{tag}".replace("/", "_").replace(":", "_")
 
 
@@ -96,6 +92,4 @@ def combine_mismatch(parts: list[tuple[float, dict[str, float]]]) -> dict[str, f
     }
 
 
-__all__ = ["Batch", "Interrupted", "Plan", "PromptStream", "Run", "Sample", "StopFlag", "Trainer", "build_reward",
-           "combine_mismatch", "default_threads", "logprobs_of", "mean_or_none", "micro_mismatch", "oom", "oom_error",
-           "rank_rng", "rollout_rows", "run_dir_of", "seed_everything", "set_threads", "turn_rows"]
+__all__ = ["build_reward", "combine_mismatch", "mean_or_none", "micro_mismatch", "rank_rng", "run_dir_of"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from rewardlab import algos
 from rewardlab.errors import RewardlabError
-from rewardlab.train.config import TrainConfig, resolve_algo
+from rewardlab.train.config import PACKINGS, TrainConfig, resolve_algo
 
 Shape = tuple[int, int, int]
 """One sequence's ``(prompt id, prompt tokens, response tokens)``; the prompt id tells shared prompts apart."""
@@ -47,8 +47,8 @@ def group_packed_cost(rows: Sequence[Shape]) -> int:
     return sum({r[0]: r[1] for r in rows}.values()) + sum(r[2] for r in rows)
 
 
-LAYOUT_COST: dict[str, Callable[[Sequence[Shape]], int]] = {
-    "none": padded_cost, "sequences": packed_cost, "groups": group_packed_cost}
+LAYOUT_COST: dict[str, Callable[[Sequence[Shape]], int]] = dict(zip(PACKINGS, (padded_cost, packed_cost,
+                                                                                group_packed_cost)))
 """``--packing`` -> what a micro-batch of that layout costs, in positions, against the token budget."""
 
 

@@ -18,7 +18,8 @@ from rewardlab.algos import Algo
 from rewardlab.algos.correction import Correction
 from rewardlab.algos.extras import AdaptiveClip, EmaRewardNorm, GroupSizePolicy
 from rewardlab.logging import MetricsLogger
-from rewardlab.rewards.base import Reward
+from rewardlab.rewards.base import Reward, RewardResult
+from rewardlab.rewards.pool import score_batch
 from rewardlab.rollout.base import Completion, RolloutEngine, SamplingParams
 from rewardlab.tasks import Row
 from rewardlab.train.config import TrainConfig
@@ -275,6 +276,14 @@ class Run:
         if self.sizes.packing == "none":
             return shared_prompt_logprobs(model, micro, self.tok.pad_token_id, self.device, prefix=prefix, **kw)
         return (*packed_logprobs(model, micro, self.device, groups=self.sizes.packing == "groups", **kw), None)
+
+    def grade(self, rows: list[Row], texts: list[str], reward: Reward | None = None) -> list[RewardResult]:
+        """The run's one grading path (the loop's rewards, the feedback critic's first answers, ``--eval-every``):
+        ``reward`` (default the run's) of each text against its row's reference, with the row's meta (its
+        ``reward`` name dropped), in the reward pool under ``--reward-deadline`` and ``--reward-workers``."""
+        metas = [{k: v for k, v in (row.meta or {}).items() if k != "reward"} for row in rows]
+        return score_batch(self.reward_fn if reward is None else reward, texts, [row.reference for row in rows],
+                           metas, deadline=self.cfg.reward_deadline, workers=self.cfg.reward_workers)
 
     def say(self, msg: str) -> None:
         self.plan.say(msg)

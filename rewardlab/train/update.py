@@ -21,14 +21,18 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from rewardlab import algos
-from rewardlab.algos import advantages, extras
+from rewardlab.algos import extras
 from rewardlab.algos import correction as rollout_correction
 from rewardlab.algos.objectives import COV_LOSSES, cov_select
+from rewardlab.algos.value import value_loss
 from rewardlab.train import distributed
 from rewardlab.train.logprobs import pad_batch, token_logprobs
 from rewardlab.train.sizes import longest_first, micro_spans, split_to
 from rewardlab.errors import RewardlabError
-from rewardlab.train.runtime import Batch, Run, Sample, micro_mismatch, oom, oom_error
+from rewardlab.train.process import oom, oom_error
+from rewardlab.train.runtime import micro_mismatch
+from rewardlab.train.samples import Batch, Sample
+from rewardlab.train.state import Run
 
 
 @dataclass
@@ -268,8 +272,8 @@ def value_step(run: Run, micro: list[Sample], b: dict, mask: torch.Tensor, num_t
     vpred = run.critic.values_from_batch(b, autocast=run.autocast)  # (B, R) with grad
     old_v = _padded([s.values for s in micro], mask)  # (B, R)
     returns = _padded([s.returns for s in micro], mask)  # (B, R)
-    vf, vm = advantages.value_loss(vpred, old_v, returns, mask, cliprange=algo.cliprange_value, agg=algo.agg,
-                                   max_len=run.cfg.max_new_tokens, num_tokens=num_tokens, num_seqs=num_seqs)
+    vf, vm = value_loss(vpred, old_v, returns, mask, cliprange=algo.cliprange_value, agg=algo.agg,
+                        max_len=run.cfg.max_new_tokens, num_tokens=num_tokens, num_seqs=num_seqs)
     total = loss + algo.vf_coef * vf
     metrics = {"vf_loss": vm["vf_loss"], "vf_clipfrac": vm["vf_clipfrac"],
                "values/mean": (vpred.detach() * mask).sum() / mask.sum().clamp(min=1)}

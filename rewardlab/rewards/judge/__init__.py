@@ -94,21 +94,20 @@ Hack statuses score ``refused_score`` (0.0). The pre-filters are linear-time str
 reference, the extracted answer), ``defences`` (the pre-filters and the fence), ``verdict`` (the
 parser and the restatement check), ``cache``, ``transport`` (the event loop, requests, retries,
 breaker), ``reward`` (:class:`JudgeReward`), ``hybrid`` (:class:`HybridReward`), ``metrics``
-(:func:`judge_metrics`) and ``settings`` (:func:`build_judge`: a judge, or a hybrid, from the
-command line's settings). This module only re-exports.
+(:func:`judge_metrics`), ``options`` (:class:`JudgeOptions`: every option of one judge, a docstring each)
+and ``settings`` (:class:`JudgeSettings`, the ``--judge-*`` settings, and :func:`build_judge`: a judge, or a
+hybrid, from them). This module only re-exports.
 """
 
 from rewardlab.rewards.judge.cache import JudgeCache
-from rewardlab.rewards.judge.defences import defang, prefilter
 from rewardlab.rewards.judge.hybrid import HYBRID_JUDGE_STATUSES, HybridReward
-from rewardlab.rewards.judge.inputs import extract_judge_answer, question_of, reference_of
 from rewardlab.rewards.judge.metrics import judge_metrics
+from rewardlab.rewards.judge.options import JudgeOptions
 from rewardlab.rewards.judge.prompts import DEFAULT_SYSTEM, DEFAULT_TEMPLATE, DEFENCES, NO_REFERENCE_TEMPLATE
 from rewardlab.rewards.judge.reward import JudgeReward
-from rewardlab.rewards.judge.settings import JUDGE_REWARDS, build_judge
-from rewardlab.rewards.judge.verdict import VERDICT_REGEX, VerdictError, parse_verdict, restatement_matches
+from rewardlab.rewards.judge.settings import JUDGE_REWARDS, JudgeSettings, build_judge
+from rewardlab.rewards.judge.verdict import VERDICT_REGEX, VerdictError, parse_verdict
 
-__all__ = ["JudgeReward", "HybridReward", "JudgeCache", "parse_verdict", "judge_metrics", "DEFENCES",
-           "HYBRID_JUDGE_STATUSES", "VERDICT_REGEX", "DEFAULT_SYSTEM", "DEFAULT_TEMPLATE", "NO_REFERENCE_TEMPLATE",
-           "VerdictError", "restatement_matches", "prefilter", "defang", "question_of", "reference_of",
-           "extract_judge_answer", "build_judge", "JUDGE_REWARDS"]
+__all__ = ["JudgeReward", "HybridReward", "JudgeCache", "parse_verdict", "judge_metrics", "DEFENCES", "VERDICT_REGEX",
+           "DEFAULT_SYSTEM", "DEFAULT_TEMPLATE", "NO_REFERENCE_TEMPLATE", "HYBRID_JUDGE_STATUSES", "VerdictError",
+           "build_judge", "JUDGE_REWARDS", "JudgeOptions", "JudgeSettings"]

@@ -2,7 +2,7 @@
 is right, after the pre-filters, through the cache, within its deadlines; the contract, the limits
 and the defences are described in :mod:`rewardlab.rewards.judge`.
 
-    judge = JudgeReward("http://127.0.0.1:8000/v1", "my-judge-model", cache_path="judge.sqlite")
+    judge = JudgeReward("http://127.0.0.1:8000/v1", "my-judge-model", JudgeOptions(cache_path="judge.sqlite"))
     judge("... so the answer is \\boxed{7}", "7", question="Tom has 3 apples and buys 4 more ...")
 """
 
@@ -16,14 +16,15 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import Any, Callable
+from collections.abc import Sequence
+from typing import Any
 
 from rewardlab.rewards.base import RewardResult
 from rewardlab.rewards.judge.cache import JudgeCache
 from rewardlab.rewards.judge.defences import defang, prefilter
 from rewardlab.rewards.judge.inputs import extract_judge_answer, question_of, reference_of
-from rewardlab.rewards.judge.prompts import DEFAULT_SYSTEM, DEFAULT_TEMPLATE, DEFENCES, NO_REFERENCE_TEMPLATE
+from rewardlab.rewards.judge.options import JudgeOptions
+from rewardlab.rewards.judge.prompts import DEFENCES
 from rewardlab.rewards.judge.transport import Endpoint, RetryPolicy, ask, runtime
 from rewardlab.rewards.judge.verdict import VerdictError, parse_verdict, restatement_matches
 
@@ -36,98 +37,49 @@ class JudgeReward:
     Args:
         base_url: the server's OpenAI-compatible root, e.g. ``http://127.0.0.1:8000/v1``.
         model: the judge model's name on that server.
-        api_key: sent as ``Authorization: Bearer``; default ``$OPENAI_API_KEY`` if set.
-        system / template: the prompts; the template formats ``{question}``, ``{reference}``,
-            ``{answer}`` (``no_reference_template`` is used for a ``None`` reference).
-        temperature, max_tokens, top_p, seed: sampling settings (part of the cache key).
-        extra_body: more request fields (part of the cache key), e.g. vLLM's constrained decoding
-            ``{"structured_outputs": {"regex": VERDICT_REGEX}}``, which holds a small judge to the format.
-        extract: ``"math"``, ``"text"`` or a callable ``completion -> str | None``.
-        deadline, request_timeout, queue_timeout, retries, backoff, backoff_max: limits (seconds).
-        max_concurrency: requests in flight per process and ``base_url``.
-        breaker_threshold, breaker_cooldown: the circuit breaker.
-        cache: True (in memory), False, or a :class:`JudgeCache`; ``cache_path``: sqlite file.
-        correct_score, wrong_score, refused_score, timeout_score, error_score, unparsed_score,
-            mismatch_score: the score of each outcome (``None``: not graded).
-        disable: defences to switch off (names from :data:`DEFENCES`; for tests and ablations).
-        allow_preamble: accept free text before the two verdict lines.
+        options: everything else, one documented field each (:class:`~rewardlab.rewards.judge.options.JudgeOptions`:
+            prompts, sampling, extraction, limits, circuit breaker, cache, the score of each outcome, defences).
     """
 
     isolated = True  # its own deadlines bound every call; the pool calls it from threads of this process
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        name: str = "judge",
-        system: str = DEFAULT_SYSTEM,
-        template: str = DEFAULT_TEMPLATE,
-        no_reference_template: str = NO_REFERENCE_TEMPLATE,
-        temperature: float = 0.0,
-        max_tokens: int = 128,
-        top_p: float | None = None,
-        seed: int | None = None,
-        extra_body: dict[str, Any] | None = None,
-        extract: str | Callable[[str], str | None] = "math",
-        deadline: float = 30.0,
-        request_timeout: float | None = None,
-        queue_timeout: float = 120.0,
-        retries: int = 2,
-        backoff: float = 0.25,
-        backoff_max: float = 4.0,
-        max_concurrency: int = 8,
-        breaker_threshold: int = 5,
-        breaker_cooldown: float = 10.0,
-        cache: bool | JudgeCache = True,
-        cache_path: str | os.PathLike | None = None,
-        correct_score: float | None = 1.0,
-        wrong_score: float | None = 0.0,
-        refused_score: float | None = 0.0,
-        timeout_score: float | None = 0.0,
-        error_score: float | None = 0.0,
-        unparsed_score: float | None = 0.0,
-        mismatch_score: float | None = 0.0,
-        disable: Iterable[str] = (),
-        allow_preamble: bool = False,
-        max_answer_chars: int = 4000,
-    ) -> None:
-        unknown = set(disable) - set(DEFENCES)
+    def __init__(self, base_url: str, model: str, options: JudgeOptions | None = None) -> None:
+        o = options or JudgeOptions()
+        unknown = set(o.disable) - set(DEFENCES)
         if unknown:
             raise ValueError(f"unknown defence(s) {sorted(unknown)}; known: {', '.join(DEFENCES)}")
-        if extract not in ("math", "text") and not callable(extract):
-            raise ValueError(f"extract must be 'math', 'text' or a callable, got {extract!r}")
+        if o.extract not in ("math", "text") and not callable(o.extract):
+            raise ValueError(f"extract must be 'math', 'text' or a callable, got {o.extract!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.name = name
-        self.system, self.template, self.no_reference_template = system, template, no_reference_template
-        self.sampling = {"temperature": temperature, "max_tokens": int(max_tokens)}
-        if top_p is not None:
-            self.sampling["top_p"] = top_p
-        if seed is not None:
-            self.sampling["seed"] = int(seed)
-        if extra_body:
-            self.sampling.update(extra_body)
-        self.extract = extract
-        self.deadline = float(deadline)
-        self.request_timeout = float(request_timeout) if request_timeout is not None else self.deadline
-        self.queue_timeout = float(queue_timeout)
-        self.retries, self.backoff, self.backoff_max = int(retries), float(backoff), float(backoff_max)
-        self.max_concurrency = int(max_concurrency)
-        self.breaker_threshold, self.breaker_cooldown = int(breaker_threshold), float(breaker_cooldown)
-        if isinstance(cache, JudgeCache):
-            self.cache: JudgeCache | None = cache
+        self.api_key = o.api_key if o.api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.name = o.name
+        self.system, self.template, self.no_reference_template = o.system, o.template, o.no_reference_template
+        self.sampling = {"temperature": o.temperature, "max_tokens": int(o.max_tokens)}
+        if o.top_p is not None:
+            self.sampling["top_p"] = o.top_p
+        if o.seed is not None:
+            self.sampling["seed"] = int(o.seed)
+        if o.extra_body:
+            self.sampling.update(o.extra_body)
+        self.extract = o.extract
+        self.deadline = float(o.deadline)
+        self.request_timeout = float(o.request_timeout) if o.request_timeout is not None else self.deadline
+        self.queue_timeout = float(o.queue_timeout)
+        self.retries, self.backoff, self.backoff_max = int(o.retries), float(o.backoff), float(o.backoff_max)
+        self.max_concurrency = int(o.max_concurrency)
+        self.breaker_threshold, self.breaker_cooldown = int(o.breaker_threshold), float(o.breaker_cooldown)
+        if isinstance(o.cache, JudgeCache):
+            self.cache: JudgeCache | None = o.cache
         else:
-            self.cache = JudgeCache(cache_path) if (cache or cache_path is not None) else None
-        self.scores = {"correct": correct_score, "wrong": wrong_score, "refused": refused_score,
-                       "judge_timeout": timeout_score, "judge_error": error_score,
-                       "judge_unparsed": unparsed_score, "judge_mismatch": mismatch_score}
-        self.timeout_score = 0.0 if timeout_score is None else float(timeout_score)
-        self.disabled = frozenset(disable)
-        self.allow_preamble = allow_preamble
-        self.max_answer_chars = int(max_answer_chars)
+            self.cache = JudgeCache(o.cache_path) if (o.cache or o.cache_path is not None) else None
+        self.scores = {"correct": o.correct_score, "wrong": o.wrong_score, "refused": o.refused_score,
+                       "judge_timeout": o.timeout_score, "judge_error": o.error_score,
+                       "judge_unparsed": o.unparsed_score, "judge_mismatch": o.mismatch_score}
+        self.timeout_score = 0.0 if o.timeout_score is None else float(o.timeout_score)
+        self.disabled = frozenset(o.disable)
+        self.allow_preamble = o.allow_preamble
+        self.max_answer_chars = int(o.max_answer_chars)
         self._stats_lock = threading.Lock()
         self._stats: Counter = Counter()
 

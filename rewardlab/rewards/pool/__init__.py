@@ -58,25 +58,9 @@ follows). Import from here: ``from rewardlab.rewards.pool import score_batch``.
 
 from __future__ import annotations
 
-from rewardlab.rewards.pool.batch import STARTUP_WAIT, ascore_batch, prewarm, score_batch, score_one
-from rewardlab.rewards.pool.process import (
-    DEADLINE,
-    STARTUP_TIMEOUT,
-    WALL_CAP,
-    Outcome,
-    Worker,
-    WorkerPool,
-    default_workers,
-    get_pool,
-    limits,
-    process_cpu_seconds,
-    shutdown_pool,
-)
-from rewardlab.rewards.pool.threads import run_bounded
-from rewardlab.rewards.pool.worker import PRELOAD, WORKER_MEMORY_BYTES, WORKER_NAME, in_worker, worker_main
+from rewardlab.rewards.pool.batch import ascore_batch, prewarm, score_batch, score_one
+from rewardlab.rewards.pool.process import (DEADLINE, STARTUP_TIMEOUT, WALL_CAP, WorkerPool, get_pool, limits,
+                                            shutdown_pool)
 
-__all__ = [
-    "DEADLINE", "PRELOAD", "STARTUP_TIMEOUT", "STARTUP_WAIT", "WALL_CAP", "WORKER_MEMORY_BYTES", "WORKER_NAME",
-    "Outcome", "Worker", "WorkerPool", "ascore_batch", "default_workers", "get_pool", "in_worker", "limits",
-    "prewarm", "process_cpu_seconds", "run_bounded", "score_batch", "score_one", "shutdown_pool", "worker_main",
-]
+__all__ = ["DEADLINE", "STARTUP_TIMEOUT", "WALL_CAP", "WorkerPool", "ascore_batch", "get_pool", "limits", "prewarm",
+           "score_batch", "score_one", "shutdown_pool"]

@@ -9,6 +9,7 @@ as results in the reward's own shape (:func:`rewardlab.rewards.base.explain_fail
 from __future__ import annotations
 
 import asyncio
+import os
 import hashlib
 import pickle
 import threading
@@ -157,7 +158,31 @@ def score_one(reward: Any, completion: Any, reference: Any, *, deadline: float |
     batch = _BATCH_LIMITS.get()
     deadline, cap = batch if batch is not None else limits(deadline, wall_cap)
     route = _Dispatch(reward, deadline, cap, in_process=in_worker() or _in_process(reward))
+    if not route.in_process and batch is None:
+        _warm_for_direct_calls(reward)
     return route.score(completion, reference, meta)
+
+
+_DIRECT_WARMED: dict[int, set[str]] = {}
+"""Per process id: the rewards (by type and name) whose workers a direct call has started."""
+
+
+def _warm_for_direct_calls(reward: Any) -> None:
+    """The first direct call of a reward in a process starts its workers in the background
+    (:func:`prewarm`) and returns at once, so that a per-call user (verl's naive manager calls
+    ``compute_score`` once per sample) finds a warm worker at its first undecided answer instead of
+    paying the fork server's start (about 2 s of CPU) on it. Not at import: importing
+    ``rewardlab.rewards`` must not start processes (the CLI, a DataLoader worker, a process that only
+    uses the code reward or never grades would each pay it)."""
+    done = _DIRECT_WARMED.setdefault(os.getpid(), set())
+    key = f"{type(reward).__qualname__}:{getattr(reward, 'name', '')}"
+    if key in done:
+        return
+    done.add(key)
+    try:
+        prewarm(reward)
+    except Exception:  # noqa: BLE001 - warming is best effort; the call itself reports a failing pool
+        pass
 
 
 def _pickled(reward: Any) -> tuple[bytes, str]:
