@@ -226,11 +226,6 @@ def module_graph() -> dict[tuple[str, str], list[str]]:
 MODULE_CYCLES_KNOWN: dict[tuple[str, ...], str] = {
     # a module cycle still there, and why. Keep this list empty: test_known_module_cycles_are_still_there fails
     # once the cycle is gone (then delete the entry).
-    ("rewardlab.rewards.math", "rewardlab.rewards.math.commit", "rewardlab.rewards.math.equiv",
-     "rewardlab.rewards.math.extract", "rewardlab.rewards.math.slow"):
-        "the commitment rule (commit.py) reads extract.py's patterns and the fast comparison through lazy imports, "
-        "and extract.py calls the rule: one concern split over modules (issue 37 leaves it for the math reward's "
-        "owner)",
 }
 
 

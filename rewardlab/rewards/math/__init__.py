@@ -48,7 +48,7 @@ from typing import Any
 
 from rewardlab.rewards import pool as _pool
 from rewardlab.rewards.base import RewardResult, register
-from rewardlab.rewards.math.equiv import fast_compare
+from rewardlab.rewards.math.equiv import FAST_MAX_CHARS, fast_compare
 from rewardlab.rewards.math.commit import truncated
 from rewardlab.rewards.math.extract import Extraction, ExtractionPolicy, extract_answer, extract_gold, find_boxes
 
@@ -68,8 +68,6 @@ _DETAILS = {
 }
 _MATRIX = re.compile(r"\\begin\s*+\{([pbBv]?matrix|Vmatrix)\}")
 _INFO_CHARS = 300
-FAST_MAX_CHARS = 400
-"""Longest extracted answer (or gold) compared on the caller's thread; longer ones go to a worker."""
 
 
 def _clip(s: str | None) -> str | None:

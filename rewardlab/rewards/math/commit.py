@@ -34,6 +34,11 @@ from typing import Callable
 
 from rewardlab.rewards.math.bounded import parse_int
 from rewardlab.rewards.math.boxes import box_groups, find_boxes
+from rewardlab.rewards.math.equiv import FAST_MAX_CHARS, fast_compare
+from rewardlab.rewards.math.reading import (
+    ANSWER_PHRASE, PLACEHOLDERS, RESULT, Extraction, answer_in_region, first_sentence, is_bare_answer, numbers_in,
+    sentence_pieces,
+)
 
 # ---------------------------------------------------------------------------- surface forms
 
@@ -156,8 +161,6 @@ _WORD_RUN = re.compile(r"\b" + _NUMBER_WORD + r"(?:[\s-]++(?:and\s++)?" + _NUMBE
 
 def number_words_conclusion(text: str):
     """A digit-free completion whose last sentence states one number in words ("So she has twelve apples.")."""
-    from rewardlab.rewards.math.extract import Extraction
-
     pieces = [p for p in re.split(r"(?<=[.!])\s+|\n+", text.strip()[-2000:]) if p.strip()]
     if not pieces or pieces[-1].rstrip().endswith("?"):
         return None
@@ -212,19 +215,10 @@ _ANSWER_METHODS = ("boxed", "hash", "phrase", "result")
 Core = Callable[[str, object], object]
 
 
-def _x():
-    from rewardlab.rewards.math import extract  # lazy: extract imports this module
-
-    return extract
-
-
 def _same(a: str, b: str) -> bool:
     """Whether two stated values are the same answer. Runs on the caller's thread, so the fast comparison
     sees at most ``FAST_MAX_CHARS`` characters (the rule of the math reward's fast path); longer values that
     differ as text count as different (conservative: a hedge is not paid)."""
-    from rewardlab.rewards.math import FAST_MAX_CHARS  # lazy: the package imports this module
-    from rewardlab.rewards.math.equiv import fast_compare
-
     if " ".join(a.split()) == " ".join(b.split()):
         return True
     if len(a) > FAST_MAX_CHARS or len(b) > FAST_MAX_CHARS:
@@ -247,8 +241,7 @@ def _denied_before(head: str) -> str | None:
 
 def _box_statements(text: str) -> list[tuple[int, str, bool]]:
     """Every box group states an answer (a box is the prompt's "final answer" format)."""
-    x = _x()
-    boxes = [b for b in find_boxes(text) if " ".join(b[2].split()).lower() not in x._PLACEHOLDERS]
+    boxes = [b for b in find_boxes(text) if " ".join(b[2].split()).lower() not in PLACEHOLDERS]
     if not boxes:
         return []
     out: list[tuple[int, str, bool]] = []
@@ -264,7 +257,7 @@ def _box_statements(text: str) -> list[tuple[int, str, bool]]:
         if _denied_before(head):
             continue  # "The answer is not $\\boxed{12}$" states nothing
         phrase = None
-        for m in x._PHRASE.finditer(head):
+        for m in ANSWER_PHRASE.finditer(head):
             phrase = m
         introduced = phrase is not None and _OPENERS.fullmatch(head[phrase.end():]) is not None
         out.append((start, value, bool(introduced and _FINAL.search(phrase.group(0)))))
@@ -273,30 +266,29 @@ def _box_statements(text: str) -> list[tuple[int, str, bool]]:
 
 def statements(text: str, policy) -> list[tuple[int, str, bool]]:
     """Every final-answer statement of ``text``: (position, value, says "final")."""
-    x = _x()
     lenient = type(policy)(refuse_ambiguous=False, max_distinct_boxes=0, commitment=False)
     # the last MAX_STATEMENTS of each kind: bounded work on a completion of 10,000 answer phrases
-    phrases = list(x._PHRASE.finditer(text))[-MAX_STATEMENTS:] if policy.use_phrase else []
+    phrases = list(ANSWER_PHRASE.finditer(text))[-MAX_STATEMENTS:] if policy.use_phrase else []
     hashes = [m.start() for m in re.finditer("####", text)][-MAX_STATEMENTS:] if policy.use_hash else []
     out = _box_statements(text) if policy.use_boxed else []
     for p in phrases:
-        region = x._sentence(text[p.end():]).strip().strip("*").strip()
+        region = first_sentence(text[p.end():]).strip().strip("*").strip()
         if not region or re.match(r"\$?\s*+\\(?:boxed|fbox)", region):
             continue  # the box is the statement
         window = text[_sentence_start(text, p.start()):p.end()] + region
-        nums = set(x._numbers(window)) if len(_CONDITION.findall(window)) >= 2 else set()
+        nums = set(numbers_in(window)) if len(_CONDITION.findall(window)) >= 2 else set()
         if len(nums) >= 2:  # "if included it is 8; if not, 7"
             out.extend((p.start(), n, False) for n in sorted(nums))
             continue
-        ex = x._from_region(region, lenient, "phrase")
+        ex = answer_in_region(region, lenient, "phrase")
         if _BOUND_START.match(region):
             continue  # "at least 12" states no answer
-        strict = x._from_region(region, policy, "phrase")
+        strict = answer_in_region(region, policy, "phrase")
         if strict.problem == "ambiguous" or (ex.answer is not None and _or_values(ex.answer)):
-            out.extend((p.start(), n, False) for n in sorted(set(x._numbers(region))))
+            out.extend((p.start(), n, False) for n in sorted(set(numbers_in(region))))
             continue
         if ex.answer is not None and re.search(r"\d", ex.answer) and (
-                x.is_bare_answer(region) or re.match(r"[-$\d\\(]", region)):
+                is_bare_answer(region) or re.match(r"[-$\d\\(]", region)):
             out.append((p.start(), ex.answer, bool(_FINAL.search(p.group(0)))))
     for k in hashes:
         line = text[k + 4:].lstrip("# \t").split("\n", 1)[0].strip()
@@ -343,7 +335,7 @@ def _answer_span(text: str, ex) -> tuple[int, int] | None:
             return same[-1][0], same[-1][1]
     k = -1
     if ex.method in ("phrase", "hash"):  # the value right after its marker, not a later mention
-        marks = [m.start() for m in _x()._PHRASE.finditer(text)] if ex.method == "phrase" else [text.rfind("####")]
+        marks = [m.start() for m in ANSWER_PHRASE.finditer(text)] if ex.method == "phrase" else [text.rfind("####")]
         k = text.find(ex.answer, max(marks, default=0))
     k = k if k >= 0 else text.rfind(ex.answer)
     return (k, k + len(ex.answer)) if k >= 0 else None
@@ -383,7 +375,7 @@ def _position_problem(text: str, ex) -> str | None:
         return "question"
     start = _sentence_start(text, s)
     window = text[start:end]
-    nums = {x for x in _x()._numbers(window)}
+    nums = {x for x in numbers_in(window)}
     if len(nums) >= 2 and len(_CONDITION.findall(window)) >= 2:
         return "hedge"  # "If inclusive the answer is 8, if exclusive 7."
     return _trailing_alternative(text[end:], ex.answer) or _denied_later(text[end:], ex.answer)
@@ -404,11 +396,10 @@ def _denied_later(after: str, answer: str) -> str | None:
 
 def _trailing_alternative(after: str, answer: str) -> str | None:
     """A later sentence that offers another value ("...; if you count the ends it would be 9"): a hedge."""
-    x = _x()
-    for _, piece in x._pieces(after[:2000]):
+    for _, piece in sentence_pieces(after[:2000]):
         if not _ALTERNATIVE.search(piece):
             continue
-        for n in x._numbers(piece):
+        for n in numbers_in(piece):
             if not _same(n, answer) and not re.search(r"\[\^?" + re.escape(n) + r"\]", piece):
                 return "hedge"
     return None
@@ -426,7 +417,7 @@ def cut_result(text: str) -> bool:
     if not tail or not tail[-1].isdigit():
         return False
     last = None
-    for last in _x()._RESULT.finditer(tail[-300:]):
+    for last in RESULT.finditer(tail[-300:]):
         pass
     if last is None or last.group("rhs") is None or last.end() != len(tail[-300:]):
         return False
@@ -469,11 +460,10 @@ def _judge(text: str, policy, core: Core, first=None):
 
 def _denied_at(text: str, ex) -> int | None:
     """Where the statement ``ex`` was read from starts, when it denies or bounds its value; else None."""
-    x = _x()
     if ex.method == "phrase" and (ex.answer is None and ex.problem == "negated"
                                   or ex.answer is not None and _BOUND_START.match(ex.answer)):
         last = None
-        for last in x._PHRASE.finditer(text):
+        for last in ANSWER_PHRASE.finditer(text):
             pass
         return last.start() if last is not None else None
     if ex.method == "boxed" and ex.answer is not None:

@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass
 
 from rewardlab.rewards.math.bounded import decimal, parse_int, repeating
-from rewardlab.rewards.math.extract import ANSWER_WORDS
 from rewardlab.rewards.math.forms import rewrite_forms
 from rewardlab.rewards.math.identity import as_complex, numeric_identity
+from rewardlab.rewards.math.reading import ANSWER_WORDS
 from rewardlab.rewards.math.relations import (
     constant_relation,
     relation_sets_equal,
@@ -52,6 +52,10 @@ from rewardlab.rewards.math.values import (
     parse_scalar,
     scalars_equal,
 )
+
+FAST_MAX_CHARS = 400
+"""Longest extracted answer (or gold) compared on the caller's thread; longer ones go to a worker (the math
+reward's fast path, :mod:`rewardlab.rewards.math`, which re-exports this name)."""
 
 
 # ---------------------------------------------------------------------------- normalization

@@ -26,55 +26,19 @@ Try it: ``rewardlab reward math --completion TEXT --gold G`` shows the extracted
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from rewardlab.rewards.math.boxes import box_groups, find_boxes
 from rewardlab.rewards.math.commit import committed, normalize_surface, number_words_conclusion, words_to_number
 from rewardlab.rewards.math.givens import asks_the_problem, repeats_a_result, restates_givens
+from rewardlab.rewards.math.reading import ANSWER_WORDS  # noqa: F401 - re-exported: its home was here
+from rewardlab.rewards.math.reading import (
+    ANSWER_PHRASE, MATH_SEG, NEGATED_START, NUM_FIND, PLACEHOLDERS, RESULT, RESULT_NUM, Extraction,
+    ExtractionPolicy, answer_in_region, digits_key, first_sentence, is_bare_answer, numbers_in, sentence_pieces,
+)
 
 STOP_TOKENS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>", "</s>")
 MAX_ANSWER_CHARS = 20_000
 """Extracted answers longer than this are truncated (and will not compare equal to a short gold)."""
-
-
-@dataclass(frozen=True)
-class ExtractionPolicy:
-    """How the final answer is found in a completion, and what counts as gaming the extractor."""
-
-    use_boxed: bool = True
-    """Take the last ``\\boxed{}``/``\\fbox{}`` group when there is one."""
-    use_hash: bool = True
-    """Take the last GSM8K ``#### N`` line."""
-    use_phrase: bool = True
-    """Take the last "the answer is ..." / "Answer: ..." phrase."""
-    fallback: str = "last"
-    """When no marker is found: ``"last"`` (bare answer, else last number or math segment) or ``"none"``."""
-    strip_thinking: bool = True
-    """Ignore everything up to a closing ``</think>``."""
-    max_distinct_boxes: int = 3
-    """More distinct boxed answers than this is box spam (not paid). 0 disables the check."""
-    refuse_ambiguous: bool = True
-    """Refuse an answer phrase that offers several numbers ("3 or 4", "between 1 and 10")."""
-    max_bare_numbers: int = 12
-    """A marker-less completion whose tail is just a run of more numbers than this is number spam."""
-    commitment: bool = True
-    """The commitment rule (:mod:`.commit`): pay only an answer the completion commits to (corrections
-    commit to the corrected value; hedges, negations, bounds, questions and withdrawn answers are refused)."""
-
-
-@dataclass
-class Extraction:
-    """The extracted answer (or why there is none) and how it was found."""
-
-    answer: str | None
-    method: str
-    """"boxed", "hash", "phrase", "bare", "last_number", "last_math", or "none"."""
-    problem: str | None = None
-    """None, or a reason code: "no_answer", "box_spam", "ambiguous", "number_spam", "empty_box", "negated", "junk",
-    or one of the commitment rule's: "hedge", "withdrawn", "bound", "question"."""
-    n_boxes: int = 0
-    corrected: bool = False
-    """The answer follows a correction of an earlier one (the commitment rule)."""
 
 
 _ESCAPE_ARTEFACTS = {0x07: "\\a", 0x08: "\\b", 0x0B: "\\v", 0x0C: "\\f"}
@@ -98,170 +62,9 @@ def clean_text(text: str, strip_thinking: bool = True) -> str:
 
 
 _HASH = re.compile(r"####")
-# Why these cannot blow up (tests/test_fuzz_rewards.py runs regexploit and a fuzzer over them):
-#   _PHRASE runs over the whole completion. Each start needs the literal "answer", "final" or "the";
-#     every whitespace run next to an optional part is possessive, so a match attempt is linear in
-#     the run it meets and never re-splits it (the original ``\s*(?:\*\*)?\s*`` was quadratic in a
-#     run of spaces after "answer").
-#   _NUM_FIND cannot start inside a number (look-behind); comma groups are delimited by literal
-#     commas; the fraction part is possessive. _MATH_SEG scans at most 2,000 characters per opening
-#     delimiter. Both only see a sentence (<= 600 chars) or the last 4,000 characters.
-#   _LEADING_WORDS is anchored at the start and bounded ({0,40}).
-_PHRASE = re.compile(
-    r"(?:final\s++answer|\banswer)s?\s*+(?:\*\*)?\s*+(?:is|are|:|=|(?:would|should|will|must)\s++be)\s*+(?::|\*\*)?\s*+"
-    r"|\bthe\s++(?:final\s++)?(?:result|solution)\s++is\s*+:?\s*+"
-    # Spanish, French, German, Chinese (see .commit for their corrections and negations)
-    r"|\brespuesta(?:\s++final)?\s*+(?:es|:)\s*+:?\s*+|\bréponse(?:\s++finale)?\s*+(?:est|:)\s*+:?\s*+"
-    r"|\bantwort\s*+(?:ist|lautet|:)\s*+:?\s*+|\b(?:resultado|résultat|ergebnis)\s++(?:es|est|ist|lautet)\s*+:?\s*+"
-    r"|答案\s*+(?:应该|应|就)?(?:是|为|:)\s*+:?\s*+|答案(?=\s*+(?:不是|不等于|不可能是))",
-    re.IGNORECASE,
-)
-_NUM_FIND = re.compile(r"(?<![\w.])(?<!\d,)-?(?:[1-9]\d{0,2}(?:,\d{3})+(?![\d])|\d+(?::\d+)?)(?:\.\d+)?(?:\s*+/\s*+\d+|"
-                       r"_\{?+\d{1,2}\}?+)?%?"
-                       r"|(?<![\w.])-?\.\d+")  # "42_8" whole: a base numeral is never its digits
-_HEDGE = re.compile(r"\b(?:or|either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
-_HEDGE_STRONG = re.compile(r"\b(?:either|between|maybe|possibly|perhaps)\b", re.IGNORECASE)
-_MATH_SEG = re.compile(r"\$\$(.{1,2000}?)\$\$|\$(.{1,2000}?)\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.DOTALL)
+# Anchored at the start and bounded ({0,40}): it cannot blow up (the patterns of .reading say why they cannot).
 _LEADING_WORDS = re.compile(r"^[A-Za-z][A-Za-z ]{0,40}:?\s*+(?=\$|\\\(|\\\[)")
-ANSWER_WORDS = {"and", "or", "pct", "percent", "percentage", "of", "to"}
-"""Words an answer may hold and still be one (``3 and 4``, ``5 percent``): not prose, and not junk around values."""
-_FILLER = re.compile(r"^(?:(?:simply|just|exactly|clearly|indeed|actually|obviously|basically|therefore|thus|then|now)"
-                     r"\b[\s,:]*+)+",
-                     re.IGNORECASE)
-# A result statement: an arithmetic expression of numbers, a result verb, and the number it comes to
-# ("4 + 6 equals 10", "9 + 4 is 13", "3 * 3 = 9"), or "... to get 4". Operands are numbers, operators
-# are literals, every space run is possessive: one match attempt is linear in what it reads.
-_OPERAND = r"\(?\s*+-?\d++(?:\.\d++)?\s*+\)?"
-_OPERATOR = r"(?:[-+*/×x·]|\\times|\\cdot|plus|minus|times|divided\s++by)"
-_RESULT_NUM = r"-?(?:[1-9]\d{0,2}(?:,\d{3})++(?!\d)|\d++)(?:\.\d++)?%?"
-_RESULT = re.compile(
-    r"(?<![\w.^/_])" + _OPERAND + r"(?:\s*+" + _OPERATOR + r"\s*+" + _OPERAND + r")++\s*+,?\s*+"
-    r"(?:=|equals?+|is\s++equal\s++to|is|makes|gives|(?:for\s++)?a\s++total\s++of)\s*+(?P<rhs>" + _RESULT_NUM + r")"
-    r"|\b(?:to|we|you|I|they)\s++get\s++(?P<got>" + _RESULT_NUM + r")",
-    re.IGNORECASE,
-)
 _CONTINUED = re.compile(r"\s*+(?:(?:[-+*/×^]|\\times|\\cdot)\s*+\d|=)")  # "= 8 + 2", "= 7 = 11": a step, not the result
-# A value the text itself rejects: "I think 15 is incorrect.", "The answer is not $9$."
-_NEGATED_AFTER = re.compile(r"(?:\^\s*+\{?\\circ\}?|\\?%|\s++(?!(?:is|was|are|were|would|seems)\b)"
-                            r"[A-Za-z]++)?\s*+\$?+\)?+\s*+(?:is|was|are|were|would\s++be|seems)\s++(?:not\b|incorrect|"
-                            r"wrong|false|a\s++mistake)",
-                            re.IGNORECASE)
-_NOT_VALUE = re.compile(r"\bnot\s++(?:\\?\$\s*+)?(" + r"-?\d[\d,]{0,30}(?:\.\d{1,30})?" + r")")
-
-
-def _digits_key(num: str) -> str:
-    """``"018.900"`` -> ``"18.9"``: a plain decimal without commas, leading zeros or trailing fractional zeros."""
-    num = num.replace(",", "")
-    if "." in num:
-        num = num.rstrip("0").rstrip(".")
-    neg = num.startswith("-")
-    num = num.lstrip("-").lstrip("0") or "0"
-    return ("-" if neg else "") + num
-
-
-_NEGATED_START = re.compile(r"(?:not|isn't|is\s++not|never|nicht|keine?|no\s++(?:es|son)|pas)\b"
-                            r"|\s*+(?:不是|不等于|不可能是)", re.IGNORECASE)
-_PLACEHOLDERS = {"n", "x", "answer", "your answer", "final answer", "the answer", "...", "\\ldots", "?",
-                 "\\text{answer}"}
-
-
-def _sentence(region: str) -> str:
-    """The first sentence (or line) of ``region``: up to a period followed by space, or a newline."""
-    region = region.lstrip()
-    out = []
-    in_math = False
-    i = 0
-    n = min(len(region), 600)
-    while i < n:
-        c = region[i]
-        if c == "$":
-            in_math = not in_math
-        elif c == "\n" and not in_math:
-            if out and (i + 1 >= n or region[i + 1] == "\n" or "".join(out).strip()):
-                break
-        elif c == "." and not in_math and (i + 1 >= n or region[i + 1].isspace()):
-            break
-        elif not in_math and region.startswith("I hope", i):
-            break
-        out.append(c)
-        i += 1
-    return "".join(out).strip()
-
-
-def _words_outside_commands(s: str) -> list[str]:
-    s = re.sub(r"\\[A-Za-z]+", " ", s)
-    s = re.sub(r"_\{[^}]*\}|_\w", " ", s)
-    return [w.lower() for w in re.findall(r"[A-Za-z]{2,}|[\u4e00-\u9fff]{2}", s)]  # two ideographs: a word
-
-
-def is_bare_answer(s: str) -> bool:
-    """Whether ``s`` as a whole reads like an answer rather than prose (at most two plain words)."""
-    if len(s) > 400:
-        return False
-    words = [w for w in _words_outside_commands(s) if w not in ANSWER_WORDS]
-    return len(words) <= 2
-
-
-def _numbers(s: str) -> list[str]:
-    return [m.group(0) for m in _NUM_FIND.finditer(s)]
-
-
-_LEADING_VALUE = re.compile(
-    r"(" + _RESULT_NUM + r"|\$[^$]{1,200}\$)\s*+(?:[,;]\s*+(?=[A-Za-z])|\s(?=(?:because|since|as|which|so|and\s+that)"
-    r"\b)|(?<=\s)(?=\((?:since|because|as|from|by|using|which|i\.e\.|e\.g\.)\b))")  # "6 (since 2 * 3 = 6)"
-
-
-_LATEX_VALUE = re.compile(r"-?\d*+\\(?:[dt]?frac\s*+\{[^{}]{1,40}\}\s*+\{[^{}]{1,40}\}"
-                          r"|sqrt\s*+(?:\[\d+\])?\{[^{}]{1,40}\})")
-
-
-def _from_region(region: str, policy: ExtractionPolicy, method: str) -> Extraction:
-    """Pick the answer inside a region that follows a marker (or a whole marker-less text)."""
-    sent = region.strip()
-    if not sent:
-        return Extraction(None, method, "no_answer")
-    if method == "phrase" and _NEGATED_START.match(sent):  # "The answer is not $n=2, 3, 4$."
-        return Extraction(None, method, "negated")
-    nums = _numbers(sent)
-    if policy.refuse_ambiguous and len(set(nums)) >= 2 and _HEDGE_STRONG.search(re.sub(r"\$[^$]*\$", " ", sent)):
-        return Extraction(None, method, "ambiguous")
-    if method == "phrase":
-        sent = _FILLER.sub("", sent).strip() or sent
-        lead = _LEADING_VALUE.match(sent)
-        if lead:  # "14, because adding 8 and 2 ..." -> 14 (the phrase's number, not the sentence's last)
-            return Extraction(lead.group(1), method)
-    if is_bare_answer(sent):
-        return Extraction(sent, method if method != "fallback" else "bare")
-    if policy.refuse_ambiguous and len(set(nums)) >= 2 and _HEDGE.search(re.sub(r"\$[^$]*\$", " ", sent)):
-        return Extraction(None, method, "ambiguous")
-    last_math = None
-    for m in _MATH_SEG.finditer(sent):
-        last_math = m
-    last_num = None
-    for m in _NUM_FIND.finditer(sent):
-        if last_math is None or not (last_math.start() <= m.start() < last_math.end()):
-            last_num = m
-    if last_math is not None and (last_num is None or last_math.end() >= last_num.end()):
-        if _NEGATED_AFTER.match(sent, last_math.end()):
-            return Extraction(None, method, "negated")
-        inner = next(g for g in last_math.groups() if g is not None)
-        return Extraction(inner.strip(), "last_math" if method == "fallback" else method)
-    for m in _LATEX_VALUE.finditer(sent):
-        if last_num is not None and m.start() < last_num.start() < m.end():  # "it is \frac{1}{8}" is not 8
-            if _NEGATED_AFTER.match(sent, m.end()):
-                return Extraction(None, method, "negated")
-            return Extraction(m.group(0), "last_math" if method == "fallback" else method)
-    if last_num is not None:
-        if _NEGATED_AFTER.match(sent, last_num.end()):
-            return Extraction(None, method, "negated")
-        if policy.refuse_ambiguous and _AND_WORD_NUMBER.match(sent, last_num.end()):
-            return Extraction(None, method, "ambiguous")
-        if any(_digits_key(m.group(1)) == _digits_key(last_num.group(0))
-               for m in _NOT_VALUE.finditer(sent, 0, last_num.start())):
-            return Extraction(None, method, "negated")  # "It is not $18.90, it is $18.900.": denies what it asserts
-        return Extraction(last_num.group(0), "last_number" if method == "fallback" else method)
-    return Extraction(None, method, "no_answer")
-
 
 def _marker_answer(text: str, policy: ExtractionPolicy, last_phrase: re.Match | None) -> Extraction | None:
     """The answer after the last ``####`` or answer phrase, whichever comes last; None if neither."""
@@ -271,11 +74,11 @@ def _marker_answer(text: str, policy: ExtractionPolicy, last_phrase: re.Match | 
         if line:
             return Extraction(line[:MAX_ANSWER_CHARS], "hash")
     if last_phrase is not None:
-        region = _sentence(text[last_phrase.end():])
+        region = first_sentence(text[last_phrase.end():])
         region = region.strip().strip("*").strip()
         if region.startswith('\\"') or region.startswith('"'):
             region = region.strip('\\"').strip()
-        ex = _from_region(region, policy, "phrase")
+        ex = answer_in_region(region, policy, "phrase")
         if ex.answer is not None or ex.problem in ("ambiguous", "negated"):
             return ex
     return None
@@ -311,12 +114,12 @@ def _core(text: str, policy: ExtractionPolicy, stray_invisible: bool = False) ->
     """Every extraction stage, without the commitment rule."""
     last_phrase = None
     if policy.use_phrase:
-        for m in _PHRASE.finditer(text):
+        for m in ANSWER_PHRASE.finditer(text):
             last_phrase = m
     if policy.use_boxed:
         boxes = find_boxes(text)
         # a box that holds only the prompt's placeholder ("\\boxed{N} is 8 + 2, a total of 10") is no answer
-        if boxes and all(" ".join(c.split()).lower() in _PLACEHOLDERS for _, _, c in boxes):
+        if boxes and all(" ".join(c.split()).lower() in PLACEHOLDERS for _, _, c in boxes):
             for s, e, _ in reversed(boxes):
                 text = text[:s] + text[e:]
             boxes = []
@@ -353,17 +156,17 @@ def _core(text: str, policy: ExtractionPolicy, stray_invisible: bool = False) ->
     if policy.fallback == "none":
         return Extraction(None, "none", "no_answer")
     stripped = text.strip()
-    if ("\n" not in stripped and _NEGATED_START.match(stripped) and is_bare_answer(stripped)
-            and len(set(_numbers(stripped))) == 1):  # "Not $9$."; not "not it's not 10 it's 1,000.99"
+    if ("\n" not in stripped and NEGATED_START.match(stripped) and is_bare_answer(stripped)
+            and len(set(numbers_in(stripped))) == 1):  # "Not $9$."; not "not it's not 10 it's 1,000.99"
         return Extraction(None, "bare", "negated")
     lead = _LEADING_WORDS.match(stripped)
     if lead and is_bare_answer(stripped):
         stripped = stripped[lead.end():].strip()
     if "\n" not in stripped and is_bare_answer(stripped):
-        nums = _numbers(stripped)
+        nums = numbers_in(stripped)
         if policy.max_bare_numbers and len(nums) > policy.max_bare_numbers and len(set(nums)) > policy.max_bare_numbers:
             return Extraction(None, "bare", "number_spam")
-        results = [r for r in _RESULT.finditer(stripped) if _final_result(stripped, r)]
+        results = [r for r in RESULT.finditer(stripped) if _final_result(stripped, r)]
         if results:  # "3 + 1 equals 4." is the statement of a result, not a text answer
             return Extraction(_rhs(results[-1]), "result")
         return Extraction(stripped[:MAX_ANSWER_CHARS], "bare")
@@ -372,7 +175,7 @@ def _core(text: str, policy: ExtractionPolicy, stray_invisible: bool = False) ->
         return Extraction(None, "none", "no_answer")
     if words < MIN_WORDS_AROUND_NUMBERS and _sub_words_around_numbers(stripped[-4000:], stray_invisible):
         return Extraction(None, "none", "junk")  # "ing   ab 9 (GZ 232": sub-words around numbers, no sentence
-    if len({_digits_key(m.group(1)) for m in _ANSWER_THEN_NUMBER.finditer(stripped[-4000:])}) >= 2:
+    if len({digits_key(m.group(1)) for m in _ANSWER_THEN_NUMBER.finditer(stripped[-4000:])}) >= 2:
         return Extraction(None, "none", "ambiguous")  # "!ab answer 3 answer 570": two answers, none chosen
     return _conclusion(stripped[-4000:], policy)
 
@@ -423,7 +226,7 @@ def _is_junk(text: str) -> bool:
     tail = text[-4000:]
     if _ARTEFACT.search(tail) and len(set(re.findall(r"\d++", tail))) >= 2:
         return True  # " 1ĠANS 1ĠThe)_00▁the(G": digit runs count, glued or not
-    if len(set(_numbers(tail))) < 2:
+    if len(set(numbers_in(tail))) < 2:
         return False
     if len(_PLAIN_WORD.findall(tail)) < 3 and (_JUNK_GLUE.search(tail)
                                                or any(_junk_token(t) for t in _LATEX_NAMES.sub(" ", tail).split())):
@@ -447,9 +250,8 @@ def _final_result(text: str, m: re.Match) -> bool:
     return not _CONTINUED.match(text, m.end())
 
 
-_PIECE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORDS_AFTER = re.compile(r"[A-Za-z]{2,}")
-_BARE_NUMBER = re.compile(r"\(?" + _RESULT_NUM + r"\)?\.?")
+_BARE_NUMBER = re.compile(r"\(?" + RESULT_NUM + r"\)?\.?")
 _UNFINISHED = re.compile(r"(?:[-+*/=×^]|\\times|\\cdot)\s*+$")
 _CONCLUDING = re.compile(r"(?:so|thus|therefore|hence|finally|in\s++total|altogether|in\s++all|overall)\b",
                          re.IGNORECASE)
@@ -465,11 +267,6 @@ _ANNOUNCE_AT_END = re.compile(r"\banswer\s++(?:would|will|is|should|must|might|c
                              r"(?:\s++(?:actually|then|now|probably|likely|really|simply|just|be|going|to|therefore|"
                              r"thus))*+$",
                              re.IGNORECASE)
-# The answer offered with a second value in words: "Three is indeed 6 and ten."
-_AND_WORD_NUMBER = re.compile(r"\s++(?:and|or)\s++(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven"
-                              r"|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|hundred"
-                              r"|thousand)\b",
-                              re.IGNORECASE)
 MAX_WORDS_AFTER_ANSWER = 3
 """A marker-less final sentence answers with its last number only when at most this many words follow it
 ("In total she sold 72 clips."); "20 chickens, we need to multiply the total amount of feed by" does not."""
@@ -487,21 +284,10 @@ _STRAY_ZERO_WIDTH = re.compile("(?<!\\d)[\u200b\u200c\u200d\u2060\ufeff]|[\u200b
 
 def _sub_words_around_numbers(text: str, stray_invisible: bool) -> bool:
     """See MIN_WORDS_AROUND_NUMBERS (the caller has counted the words)."""
-    if len(set(_numbers(text))) < 2 or _MATH_SEG.search(text):
+    if len(set(numbers_in(text))) < 2 or MATH_SEG.search(text):
         return False
     unbalanced = sum(text.count(c) for c in "([{") != sum(text.count(c) for c in ")]}")
     return unbalanced or stray_invisible
-
-
-def _pieces(text: str) -> list[tuple[int, str]]:
-    out, start = [], 0
-    for m in _PIECE_END.finditer(text):
-        if text[start:m.start()].strip():
-            out.append((start, text[start:m.start()]))
-        start = m.end()
-    if text[start:].strip():
-        out.append((start, text[start:]))
-    return out
 
 
 def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
@@ -517,11 +303,11 @@ def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
        ("4 + 7 = 11. I added 4 and 7.").
     4. Else no answer: the completion never commits to one, and its last number is not paid.
     """
-    pieces = _pieces(tail)
-    results = [r for r in _RESULT.finditer(tail) if _final_result(tail, r)]
+    pieces = sentence_pieces(tail)
+    results = [r for r in RESULT.finditer(tail) if _final_result(tail, r)]
     for idx in range(len(pieces) - 1, -1, -1):
         start, piece = pieces[idx]
-        if _NUM_FIND.search(piece) or _MATH_SEG.search(piece):
+        if NUM_FIND.search(piece) or MATH_SEG.search(piece):
             break
     else:
         return Extraction(None, "none", "no_answer")
@@ -533,26 +319,26 @@ def _conclusion(tail: str, policy: ExtractionPolicy) -> Extraction:
     retracted = {_rhs(r) for r in results if _RETRACT.search(tail, r.end())}
     results = [r for r in results if not _RETRACT.search(tail, r.end())]
     inside = [r for r in results if start <= r.start() < end]
-    ex = _from_region(piece.rstrip(". "), policy, "fallback")
+    ex = answer_in_region(piece.rstrip(". "), policy, "fallback")
     if inside:
         at = piece.rfind(ex.answer) if ex.answer is not None else -1
         later = at >= 0 and inside[-1].end() - start < at + len(ex.answer)
-        if later and ex.answer not in set(_numbers(tail[:start + at])):
+        if later and ex.answer not in set(numbers_in(tail[:start + at])):
             return ex  # "... = 6 So, the ordered pair is $(7, 6)$": the sentence's last, new answer
         return Extraction(_rhs(inside[-1]), "result")
     if ex.answer is None and ex.problem == "ambiguous":
         return ex
     if (ex.answer is not None and ex.answer not in retracted and len(pieces) - 1 - idx <= MAX_TRAILING_PIECES
             and _concludes(piece, ex.answer)):
-        if restates_givens(tail, piece, ex.answer, _numbers(piece)):  # "Tom has 5 apples and Jane has 3 apples."
+        if restates_givens(tail, piece, ex.answer, numbers_in(piece)):  # "Tom has 5 apples and Jane has 3 apples."
             return Extraction(None, "fallback", "restated")
-        if ex.answer not in set(_numbers(tail[:start])) or repeats_a_result(
-                tail[:start], ex.answer, {_rhs(r) for r in results if r.end() <= start}, _numbers):
+        if ex.answer not in set(numbers_in(tail[:start])) or repeats_a_result(
+                tail[:start], ex.answer, {_rhs(r) for r in results if r.end() <= start}, numbers_in):
             return ex
     if results:
         last = results[-1]
-        before = set(_numbers(tail[:last.end()]))
-        if set(_numbers(tail[last.end():])) <= before:
+        before = set(numbers_in(tail[:last.end()]))
+        if set(numbers_in(tail[last.end():])) <= before:
             return Extraction(_rhs(last), "result")
     return Extraction(None, ex.method if ex.answer is not None else "none", "no_answer")
 
@@ -572,7 +358,7 @@ def _concludes(piece: str, answer: str) -> bool:
         return False
     after = piece[k + len(answer):]
     words_before = _WORDS_AFTER.findall(piece[:k])
-    return bool(words_before or _MATH_SEG.search(piece)) and len(_WORDS_AFTER.findall(after)) <= MAX_WORDS_AFTER_ANSWER
+    return bool(words_before or MATH_SEG.search(piece)) and len(_WORDS_AFTER.findall(after)) <= MAX_WORDS_AFTER_ANSWER
 
 
 def extract_gold(gold: object) -> Extraction:
