@@ -93,10 +93,12 @@ class Guard:
     resident memory of every process of the job (RLIMIT_AS is per process; a tree of forked
     children could otherwise add up). Raises to stop the run."""
 
-    def __init__(self, root: str, disk_limit: int, mem_limit: int) -> None:
+    def __init__(self, root: str, disk_limit: int, mem_limit: int, checker: int = 0, server: int = 0) -> None:
+        """In the checker by default; the server runs one too, with ``checker`` the job's checker pid and
+        ``server`` its own: the same job (every descendant of the server but the checker itself)."""
         self.root, self.disk_limit, self.mem_limit, self.next = root, disk_limit, mem_limit, 0.0
         self.free0 = self._free()
-        self.me, self.server = os.getpid(), os.getppid()
+        self.me, self.server = checker or os.getpid(), server or os.getppid()
 
     def _free(self) -> int:
         st = os.statvfs(self.root)

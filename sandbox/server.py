@@ -66,6 +66,7 @@ sys.path.insert(0, __file__.rpartition("/")[0])  # -I does not put the script's 
 
 import os  # noqa: E402
 import resource  # noqa: E402
+import select  # noqa: E402
 import signal  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -207,7 +208,7 @@ def _abort_verdict(e: BaseException, kind: str, timeout: float, wpid: int) -> di
         what = "stdout" if kind == "exec" else "the worker's answer"
         return {"status": "output_limit", "error": f"{what} exceeded the output cap"}
     if isinstance(e, DiskLimit):
-        return {"status": "output_limit", "error": "the worker's files exceeded the disk cap"}
+        return {"status": "output_limit", "error": str(e) or "the worker's files exceeded the disk cap"}
     if isinstance(e, MemoryLimit):
         return {"status": "memory", "error": str(e) or "the job's processes together exceeded the memory cap"}
     if isinstance(e, ProtocolError):
@@ -261,6 +262,27 @@ def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
             os.close(cfg.pop("_ruleset"))
 
 
+def await_verdict(vr: int, checker: int, hdr: dict, job_dir: str):
+    """C's verdict, read once C starts to send it. Until then the server runs the job's guard itself, every
+    100 ms, beside C's own: the server is outside the job (in tier A outside the job's user namespace; under
+    the filter no job process can signal it or change its limits), so a job that stops or blinds its checker
+    is still stopped at the memory and disk caps, within 100 ms, instead of holding memory until the deadline."""
+    deadline = time.monotonic() + float(hdr["timeout"]) + 2.0
+    guard = Guard(job_dir, int(hdr.get("disk_mb", 256)) << 20, int(hdr["memory_mb"]) * 5 << 18,
+                  checker=checker, server=os.getpid())
+    while not select.select([vr], [], [], 0.1)[0]:
+        if time.monotonic() > deadline:
+            raise wire.Late("no verdict by the deadline")
+        try:
+            guard()
+        except (MemoryLimit, DiskLimit, OSError) as e:  # a measurement that fails counts as over the cap
+            if isinstance(e, OSError):
+                e = DiskLimit(f"the server's guard could not measure the job's files ({e})")
+            v = _abort_verdict(e, "exec", float(hdr["timeout"]), 0)
+            return {**v, "passed": False, "error": f"{v['error']} (the server's guard)"}
+    return wire.recv(vr, deadline, cap=verdict_cap(hdr))
+
+
 def _run_job(cfg: dict, hdr: dict, scratch_root: str, job_dir: str) -> tuple[dict, bool]:
     timeout = float(hdr["timeout"])
     nproc = int(hdr["nproc"]) + (uid_task_count() if cfg.get("nproc_mode") == "uid" else 8)
@@ -285,7 +307,7 @@ def _run_job(cfg: dict, hdr: dict, scratch_root: str, job_dir: str) -> tuple[dic
     os.close(vw)
     healthy = True
     try:  # a missing verdict may leave the job's body unread in our stdin: recycle then
-        verdict = wire.recv(vr, time.monotonic() + timeout + 2.0, cap=verdict_cap(hdr))
+        verdict = await_verdict(vr, pid, hdr, job_dir)
         if not isinstance(verdict, dict) or "status" not in verdict:
             raise wire.WireError("bad verdict")
     except wire.Late:

@@ -93,3 +93,33 @@ def test_a_guard_that_cannot_measure_stops_the_job(lang, tier):
     finally:
         p.close()
     assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)
+
+
+# ------------------------------------------------------------------------------ a stopped checker
+# Stop the checker (SIGSTOP to the parent), then hold 3 x 400 MiB in 3 processes (over the 960 MiB guard)
+# for 8 s, and answer right. With the guard only in the checker, ``unsafe`` (no filter: the signal lands)
+# held 1.2 GiB until the server's deadline and the verdict was ``timeout``; the server's own guard stops it.
+STOP = {
+    "c": "#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n#include <sys/wait.h>\n"
+         "int main(void){kill(getppid(),SIGSTOP);for(int i=0;i<3;i++)if(fork()==0){volatile char*p=malloc(400<<20);"
+         "for(long j=0;p&&j<(400L<<20);j+=4096)p[j]=1;sleep(8);_exit(0);}sleep(7);puts(\"5\");fflush(stdout);"
+         "while(wait(0)>0);return 0;}\n",
+    "python": "import os,signal,time\ntry:\n    os.kill(os.getppid(),signal.SIGSTOP)\nexcept OSError:\n    pass\n"
+              "for i in range(3):\n    if os.fork()==0:\n        b=bytearray(400<<20)\n        time.sleep(8)\n"
+              "        os._exit(0)\ntime.sleep(7)\nprint(5,flush=True)\nfor i in range(3):\n    os.wait()\n",
+}
+
+
+@pytest.mark.parametrize("tier", [*TIERS, pytest.param("unsafe", id="unsafe")])
+@pytest.mark.parametrize("lang", sorted(STOP))
+def test_a_job_that_stops_its_checker_is_still_held_to_the_memory_cap(lang, tier):
+    if AVAIL[lang] is not None:
+        pytest.skip(f"{lang} unavailable: {AVAIL[lang]}")
+    p = SandboxPool(1, tier=tier)
+    try:
+        prog = compile_program(lang, STOP[lang], pool=p, timeout=120)
+        assert prog.ok, prog.info
+        r = run_program(prog, "", timeout=20, pool=p)
+    finally:
+        p.close()
+    assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)
