@@ -118,11 +118,7 @@ def _pump(ck: Checker, stdin: bytes, in_w: int, out_r: int, err_r: int, cap: int
     """Feed stdin, read stdout (over ``cap``: ``OutputLimit``) and the start of stderr until W has
     exited and its output is read (or 0.5 s after its exit, when a child of it holds the pipes).
     Returns W's wait status, stdout and stderr."""
-    data = memoryview(stdin)
-    os.set_blocking(in_w, False)
-    if not data:
-        os.close(in_w)
-        in_w = -1
+    in_w, data = wire.open_feed(in_w, stdin)
     out_chunks, size, err_chunks, err_size = [], 0, [], 0
     open_fds = {out_r, err_r}
     status, exited_at = None, None
@@ -152,14 +148,7 @@ def _pump(ck: Checker, stdin: bytes, in_w: int, out_r: int, err_r: int, cap: int
         r, w, _ = select.select(rl, wl, [], min(ck.deadline - now, 0.02 if status is None and pidfd < 0 else 0.1))
         r = [fd for fd in r if fd != pidfd]  # W's end: the waitpid above reaps it next
         if w:
-            try:
-                n = os.write(in_w, data[:65536])
-                data = data[n:]
-            except (BrokenPipeError, BlockingIOError):
-                data = data[:0]
-            if not data:
-                os.close(in_w)
-                in_w = -1
+            in_w, data = wire.feed(in_w, data)
         for fd in r:
             b = os.read(fd, 65536)
             if not b:

@@ -193,11 +193,7 @@ def _reap_after_done(ck: Checker) -> tuple[str, str] | None:
 
 def run_stdio(ck: Checker, body: dict, in_w: int, out_r: int, cap: int) -> dict:
     to_worker(ck.c2w_w, {"kind": "stdio", "program": body["solution"]}, ck.deadline)
-    data = memoryview((body.get("stdin") or "").encode())
-    os.set_blocking(in_w, False)
-    if not data:
-        os.close(in_w)
-        in_w = -1
+    in_w, data = wire.open_feed(in_w, (body.get("stdin") or "").encode())
     chunks, size, eof, done = [], 0, False, None
     ctl = ck.w2c_r
     while not (eof and done is not None):
@@ -216,14 +212,7 @@ def run_stdio(ck: Checker, body: dict, in_w: int, out_r: int, cap: int) -> dict:
             wire.TICK()
         r, w, _ = select.select(rl, wl, [], min(rem, 0.1))
         if w:
-            try:
-                n = os.write(in_w, data[:65536])
-                data = data[n:]
-            except (BrokenPipeError, BlockingIOError):
-                data = data[:0]
-            if not data:
-                os.close(in_w)
-                in_w = -1
+            in_w, data = wire.feed(in_w, data)
         if out_r in r:
             b = os.read(out_r, 65536)
             if not b:

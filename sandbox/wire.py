@@ -90,6 +90,29 @@ def write_all(fd: int, data: bytes, deadline: float | None) -> None:
         view = view[n:]
 
 
+def open_feed(fd: int, data: bytes) -> tuple[int, memoryview]:
+    """Start feeding ``data`` to a program's stdin pipe ``fd``: non-blocking, closed at once when empty.
+    Returns the fd (-1 once closed) and what is left to write; go on with :func:`feed`."""
+    os.set_blocking(fd, False)
+    if not data:
+        os.close(fd)
+        return -1, memoryview(b"")
+    return fd, memoryview(data)
+
+
+def feed(fd: int, data: memoryview) -> tuple[int, memoryview]:
+    """Write the next chunk of ``data`` to ``fd`` (a select said it is writable); close it once everything is
+    written or the reader has gone. Returns the fd (-1 once closed) and what is left."""
+    try:
+        data = data[os.write(fd, data[:65536]):]
+    except (BrokenPipeError, BlockingIOError):
+        data = data[:0]
+    if not data:
+        os.close(fd)
+        return -1, data
+    return fd, data
+
+
 def send(fd: int, obj, deadline: float | None = None) -> None:
     data = json.dumps(obj, separators=(",", ":")).encode()
     write_all(fd, struct.pack("<I", len(data)) + data, deadline)

@@ -83,16 +83,21 @@ BLIND = {
 def test_a_guard_that_cannot_measure_stops_the_job(lang, tier):
     """Tiers A and B: the filter refuses the prlimit, the guard measures (memory). ``unsafe`` (no
     filter): the guard used to read "no memory" with no fd left, and 1.2 GiB under a 960 MiB cap ran."""
+    r = _run_once(lang, BLIND[lang], tier)
+    assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)
+
+
+def _run_once(lang: str, src: str, tier: str):
+    """``src`` compiled and run once on a fresh one-server pool of ``tier``."""
     if AVAIL[lang] is not None:
         pytest.skip(f"{lang} unavailable: {AVAIL[lang]}")
     p = SandboxPool(1, tier=tier)
     try:
-        prog = compile_program(lang, BLIND[lang], pool=p, timeout=120)
+        prog = compile_program(lang, src, pool=p, timeout=120)
         assert prog.ok, prog.info
-        r = run_program(prog, "", timeout=20, pool=p)
+        return run_program(prog, "", timeout=20, pool=p)
     finally:
         p.close()
-    assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)
 
 
 # ------------------------------------------------------------------------------ a stopped checker
@@ -113,13 +118,5 @@ STOP = {
 @pytest.mark.parametrize("tier", [*TIERS, pytest.param("unsafe", id="unsafe")])
 @pytest.mark.parametrize("lang", sorted(STOP))
 def test_a_job_that_stops_its_checker_is_still_held_to_the_memory_cap(lang, tier):
-    if AVAIL[lang] is not None:
-        pytest.skip(f"{lang} unavailable: {AVAIL[lang]}")
-    p = SandboxPool(1, tier=tier)
-    try:
-        prog = compile_program(lang, STOP[lang], pool=p, timeout=120)
-        assert prog.ok, prog.info
-        r = run_program(prog, "", timeout=20, pool=p)
-    finally:
-        p.close()
+    r = _run_once(lang, STOP[lang], tier)
     assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)

@@ -40,32 +40,28 @@ _BIG_OP = re.compile(r"\\(sum|prod)\s*+(?:\\limits\s*+)?_\s*+\{\s*+([A-Za-z])\s*
 _BODY_STOP = re.compile(r"\\(?:sum|prod|int|lim)|[=<>,;]|\\(?:le|ge|ne|cup|in)(?![A-Za-z])")
 
 
+def _unmatched(s: str, positions: range, target: str, other: str) -> int:
+    """The first position of ``positions`` holding a ``target`` bracket that no ``other`` bracket met on the way
+    closes; -1 if none."""
+    depth = 0
+    for j in positions:
+        if s[j] == other:
+            depth += 1
+        elif s[j] == target:
+            if depth == 0:
+                return j
+            depth -= 1
+    return -1
+
+
 def _over(s: str) -> str:
     """``{a \\over b}`` -> ``\\frac{a}{b}`` (the innermost brace group around each ``\\over``)."""
     for _ in range(MAX_OVERS):
         m = _OVER.search(s)
         if m is None:
             return s
-        depth, start = 0, -1
-        for j in range(m.start() - 1, -1, -1):  # the unmatched "{" before it
-            c = s[j]
-            if c == "}":
-                depth += 1
-            elif c == "{":
-                if depth == 0:
-                    start = j
-                    break
-                depth -= 1
-        depth, end = 0, -1
-        for j in range(m.end(), len(s)):  # the unmatched "}" after it
-            c = s[j]
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                if depth == 0:
-                    end = j
-                    break
-                depth -= 1
+        start = _unmatched(s, range(m.start() - 1, -1, -1), "{", "}")  # the unmatched "{" before it
+        end = _unmatched(s, range(m.end(), len(s)), "}", "{")  # the unmatched "}" after it
         if (start < 0) != (end < 0):
             return s  # unbalanced: not a fraction we can read
         lo, hi = (start + 1, end) if start >= 0 else (0, len(s))
