@@ -122,7 +122,24 @@ def _held_deleted(pid: int, dev: int, seen: set) -> tuple[int, bool]:
         if st.st_dev == dev and (st.st_dev, st.st_ino) not in seen:
             seen.add((st.st_dev, st.st_ino))
             total += st.st_blocks * 512
-    return total, True
+    return total, _no_unmeasured_mapping(pid, dev, seen)
+
+
+def _no_unmeasured_mapping(pid: int, dev: int, seen: set) -> bool:
+    """Whether ``pid`` maps no deleted file on ``dev`` that no fd holds: a file written, mapped, closed and deleted
+    keeps its blocks, and its size cannot be read without CAP_SYS_ADMIN (``/proc/PID/map_files``), so such a
+    mapping makes the measurement incomplete (over the cap)."""
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            lines = [ln for ln in fh if ln.rstrip().endswith(" (deleted)")]
+    except OSError as e:
+        return e.errno in (errno.ENOENT, errno.ESRCH)
+    for ln in lines:
+        f = ln.split(None, 5)
+        major, minor = (int(x, 16) for x in f[3].split(":"))
+        if os.makedev(major, minor) == dev and (dev, int(f[4])) not in seen:
+            return False
+    return True
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
