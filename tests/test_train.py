@@ -87,7 +87,8 @@ REQUIRED = ["reward/mean", "reward/std", "frac_zero_std_groups", "response_len/m
             "dual_clip_frac", "approx_kl_old", "entropy", "grad_norm", "lr", "overlong_penalty/mean",
             "num_gen_batches", "time/generate", "time/reward", "time/update", "tokens/s",
             "rewards/test_train.length_mod_reward/mean", "completions/generated", "completions/kept",
-            "gen_budget_exhausted", "skipped", "reward/generated_mean"]
+            "gen_budget_exhausted", "skipped", "reward/generated_mean", "memory/peak_rss_mb",
+            "memory/micro_batch_peak_rss_mb"]
 
 
 @pytest.mark.parametrize("algo", ["grpo", "dr_grpo", "dapo", "gspo"])

@@ -35,7 +35,7 @@ from rewardlab.train.config import TrainConfig, resolve_algo, to_dict, tools_of,
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
 from rewardlab.train.lora import apply_lora, full_state_dict_for_engine, trainable_parameters
-from rewardlab.train.metrics import peak_rss_mb
+from rewardlab.train.memory import peak_rss_mb
 from rewardlab.train.process import seed_everything
 from rewardlab.train.saved_config import describe_diff, save_yaml, settings_diff
 from rewardlab.train.runtime import build_reward, rank_rng, run_dir_of

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
-import resource
 import time
 from typing import Any
 
-import torch
 
 from rewardlab import algos
 from rewardlab.rewards import RewardResult
 from rewardlab.rewards.judge import JUDGE_REWARDS, judge_metrics
 from rewardlab.train import distributed
 from rewardlab.train.feedback import critic_step, feedback_metrics
+from rewardlab.train.memory import peak_gpu_mb, peak_rss_mb
 from rewardlab.train.runtime import combine_mismatch, mean_or_none
 from rewardlab.train.samples import Batch, Sample
 from rewardlab.train.state import Run
@@ -69,8 +68,11 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
         metrics.update({"group_size/mean": sum(sizes.values()) / len(sizes), "group_size/max": max(sizes.values()),
                         "group_size/min": min(sizes.values())})
     metrics["memory/peak_rss_mb"] = peak_rss_mb()
-    if torch.cuda.is_available() and run.device is not None and run.device.type == "cuda":
-        metrics["memory/peak_gpu_mb"] = torch.cuda.max_memory_allocated(run.device) / 2**20
+    if (gpu := peak_gpu_mb(run.device)) is not None:
+        metrics["memory/peak_gpu_mb"] = gpu
+    for key in ("rss_mb", "gpu_mb"):  # the update's largest micro-batch peak (the token budget bounds it)
+        if update.micro_peaks and key in update.micro_peaks[0]:
+            metrics[f"memory/micro_batch_peak_{key}"] = max(p[key] for p in update.micro_peaks)
     metrics["grad_norm"] = mean_or_none(update.grad_norms)
     metrics["lr"] = run.scheduler.get_last_lr()[0]
     metrics.update(batch.timings)
@@ -78,11 +80,6 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
     metrics["time/step_cpu"] = time.process_time() - cpu_step  # this process's CPU seconds (shared machines)
     metrics["tokens/s"] = batch.generated_tokens / max(1e-9, batch.timings["time/generate"])
     return metrics
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, in MiB (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def reward_status_counts(samples: list[Sample], main_reward: str) -> dict[str, int]:
@@ -143,4 +140,4 @@ def gen_metrics(run: Run, batch: Batch) -> dict[str, Any]:
     }
 
 
-__all__ = ["gen_metrics", "judge_step_metrics", "tool_metrics", "peak_rss_mb", "reward_status_counts", "step_metrics"]
+__all__ = ["gen_metrics", "judge_step_metrics", "tool_metrics", "reward_status_counts", "step_metrics"]

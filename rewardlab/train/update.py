@@ -27,6 +27,7 @@ from rewardlab.algos.objectives import COV_LOSSES, cov_select
 from rewardlab.algos.value import value_loss
 from rewardlab.train import distributed
 from rewardlab.train.logprobs import pad_batch, token_logprobs
+from rewardlab.train.memory import micro_batch_memory
 from rewardlab.train.sizes import longest_first, micro_spans, split_to
 from rewardlab.errors import RewardlabError
 from rewardlab.train.process import oom, oom_error
@@ -45,6 +46,8 @@ class Update:
     mismatch_on: bool = False
     correction: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     """(tokens, rollout-correction metrics) per micro-batch, logged as ``rollout_corr/<name>``."""
+    micro_peaks: list[dict[str, float]] = field(default_factory=list)
+    """Each micro-batch's peak memory (:func:`rewardlab.train.memory.micro_batch_memory`)."""
 
 
 @dataclass
@@ -106,7 +109,9 @@ def update_policy(run: Run, batch: Batch) -> Update:
                 bog_tokens = max(1, sum(s.model_tokens for m in mb for s in m.samples if s.bog))
                 step = Step(epoch, *step_denominators(run, mb), eps, (bog, bog_tokens))
                 for micro in mb:
-                    update.loss_metrics.append(micro_step(run, micro, step, update))
+                    with micro_batch_memory(run.device) as peak:
+                        update.loss_metrics.append(micro_step(run, micro, step, update))
+                    update.micro_peaks.append(peak)
                 max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
                 update.grad_norms.append(distributed.clip_grad_norm(run.model, max_norm))
                 run.optimizer.step()
