@@ -151,10 +151,14 @@ class Guard:
     resident memory of every process of the job (RLIMIT_AS is per process; a tree of forked
     children could otherwise add up). Raises to stop the run."""
 
-    def __init__(self, root: str, disk_limit: int, mem_limit: int, checker: int = 0, server: int = 0) -> None:
+    def __init__(self, root: str, disk_limit: int, mem_limit: int, checker: int = 0, server: int = 0,
+                 private_fs: bool = False) -> None:
         """In the checker by default; the server runs one too, with ``checker`` the job's checker pid and
-        ``server`` its own: the same job (every descendant of the server but the checker itself)."""
+        ``server`` its own: the same job (every descendant of the server but the checker itself).
+        ``private_fs`` (tier A: the server's own tmpfs, one job at a time): every byte the free space drops
+        by is the job's, counted whatever holds it (a name, an fd, a mapping, an fd in flight in a socket)."""
         self.root, self.disk_limit, self.mem_limit, self.next = root, disk_limit, mem_limit, 0.0
+        self.private_fs = private_fs
         self.free0 = self._free()
         self.me, self.server = checker or os.getpid(), server or os.getppid()
 
@@ -190,6 +194,8 @@ class Guard:
             return
         self.next = now + 0.1
         if self.free0 - self._free() > self.disk_limit:  # then measured exactly, at any depth
+            if self.private_fs:
+                raise DiskLimit("the job's files (named or not) exceeded the disk cap")
             used, complete = self._job_disk()
             if used > self.disk_limit or not complete:  # hidden (unreadable) files count as over
                 raise DiskLimit()

@@ -172,7 +172,8 @@ def checker_main(cfg: dict, hdr: dict, job_dir: str, vw: int, nproc: int) -> dic
     out = {"status": "error", "passed": False, "tests_passed": 0, "tests_total": 0, "error": None,
            "traceback": None, "integrity": "legacy" if legacy else "checker"}
     # all processes of the job together may use the worker's own address-space limit, plus 25%
-    wire.TICK = Guard(job_dir, int(hdr.get("disk_mb", 256)) << 20, int(hdr["memory_mb"]) * 5 << 18)
+    wire.TICK = Guard(job_dir, int(hdr.get("disk_mb", 256)) << 20, int(hdr["memory_mb"]) * 5 << 18,
+                      private_fs=cfg.get("tier") == "A")
     ck = Checker(c2w_w, w2c_r, wpid, deadline, int(hdr["result_cap"]))
     ck.partial = bool(body.get("partial"))
     try:
@@ -262,14 +263,14 @@ def run_job(cfg: dict, hdr: dict, scratch_root: str) -> tuple[dict, bool]:
             os.close(cfg.pop("_ruleset"))
 
 
-def await_verdict(vr: int, checker: int, hdr: dict, job_dir: str):
+def await_verdict(vr: int, checker: int, cfg: dict, hdr: dict, job_dir: str):
     """C's verdict, read once C starts to send it. Until then the server runs the job's guard itself, every
     100 ms, beside C's own: the server is outside the job (in tier A outside the job's user namespace; under
     the filter no job process can signal it or change its limits), so a job that stops or blinds its checker
     is still stopped at the memory and disk caps, within 100 ms, instead of holding memory until the deadline."""
     deadline = time.monotonic() + float(hdr["timeout"]) + 2.0
     guard = Guard(job_dir, int(hdr.get("disk_mb", 256)) << 20, int(hdr["memory_mb"]) * 5 << 18,
-                  checker=checker, server=os.getpid())
+                  checker=checker, server=os.getpid(), private_fs=cfg.get("tier") == "A")
     while not select.select([vr], [], [], 0.1)[0]:
         if time.monotonic() > deadline:
             raise wire.Late("no verdict by the deadline")
@@ -307,7 +308,7 @@ def _run_job(cfg: dict, hdr: dict, scratch_root: str, job_dir: str) -> tuple[dic
     os.close(vw)
     healthy = True
     try:  # a missing verdict may leave the job's body unread in our stdin: recycle then
-        verdict = await_verdict(vr, pid, hdr, job_dir)
+        verdict = await_verdict(vr, pid, cfg, hdr, job_dir)
         if not isinstance(verdict, dict) or "status" not in verdict:
             raise wire.WireError("bad verdict")
     except wire.Late:

@@ -141,6 +141,10 @@ def _confine_self(cfg: dict, hdr: dict, job_dir: str, keep: set[int], nproc: int
         confine.apply_seccomp(deny_ipc=not cfg.get("_ipc_private"))
     elif cfg.get("tier") != "unsafe":
         confine.no_new_privs()
+    # W is the job: dumpable like any program it execs (the server's non-dumpable flag came through fork), so
+    # the guard, of the same uid, can read its /proc/PID/fd (a job that makes itself non-dumpable counts as over
+    # the disk cap once the free space drops past it); its Landlock domain keeps other jobs out
+    confine.prctl(confine.PR_SET_DUMPABLE, 1)
 
 
 def worker_main(cfg: dict, hdr: dict, job_dir: str, c2w_r: int, w2c_w: int, in_r: int, out_w: int, nproc: int,

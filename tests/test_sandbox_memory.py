@@ -12,12 +12,18 @@ sandbox runs needs them.
 
 from __future__ import annotations
 
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
 import pytest
 
 from rewardlab.sandbox import SandboxPool
 from rewardlab.sandbox.languages import available, compile_program, run_program
 from rewardlab.sandbox.parent import Limits
-from sandbox_tiers import TIERS
+from sandbox_tiers import TIERS, tier_available
 
 AVAIL = available()
 HOLD = {  # print how many MiB it holds in memfds (8 x 30 MiB, written, never mapped); 0 if refused
@@ -174,3 +180,53 @@ def test_deleted_files_a_job_keeps_open_count_against_its_disk_cap(lang, tier):
     """``c-mapped``: written, mapped, closed, deleted: held by a mapping only (no fd to measure it by)."""
     r = _run_once(lang.split("-")[0], DELETED[lang], tier, Limits(memory_mb=128, disk_mb=16))
     assert r.status == "output_limit", (lang, tier, r.status, r.stdout, r.error)
+
+
+# Found by the second red-team pass. Files written, passed as fds into a unix socketpair (SCM_RIGHTS), closed and
+# deleted: no name, no fd in any process, no mapping (200 MiB held under a 16 MiB cap; in tier A that is tmpfs RAM).
+# Tier A counts the drop of its private tmpfs whatever holds the blocks; tier B cannot attribute its host file
+# system's drop to a job and says so (README, "What tier B does not give").
+IN_FLIGHT = ("#define _GNU_SOURCE\n#include <fcntl.h>\n#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n"
+             "#include <sys/socket.h>\nstatic int sendfd(int s,int fd){char buf[CMSG_SPACE(sizeof(int))]={0},d='x';"
+             "struct iovec io={&d,1};struct msghdr m={.msg_iov=&io,.msg_iovlen=1,.msg_control=buf,"
+             ".msg_controllen=sizeof buf};struct cmsghdr*c=CMSG_FIRSTHDR(&m);c->cmsg_level=SOL_SOCKET;"
+             "c->cmsg_type=SCM_RIGHTS;c->cmsg_len=CMSG_LEN(sizeof(int));memcpy(CMSG_DATA(c),&fd,sizeof(int));"
+             "return sendmsg(s,&m,0);}\nint main(void){int sv[2];static char b[1<<20];memset(b,7,sizeof b);"
+             "if(socketpair(AF_UNIX,SOCK_DGRAM,0,sv))return 1;for(int i=0;i<4;i++){int fd=open(\"f\","
+             "O_CREAT|O_RDWR|O_TRUNC,0600);for(int k=0;k<10;k++)if(write(fd,b,sizeof b)<0)break;sendfd(sv[0],fd);"
+             "close(fd);unlink(\"f\");}close(sv[0]);sleep(3);close(sv[1]);usleep(300000);puts(\"5\");"
+             "fflush(stdout);return 0;}\n")
+
+
+@pytest.mark.skipif(not tier_available("A"), reason="tier A unavailable here")
+def test_files_in_flight_in_a_socket_count_against_the_disk_cap_in_tier_a():
+    r = _run_once("c", IN_FLIGHT, "A", Limits(memory_mb=128, disk_mb=16))
+    assert r.status == "output_limit", (r.status, r.stdout, r.error)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_hosts_own_writes_do_not_fail_a_job(tier):
+    """Tier B's scratch is on the host's file system, so its free space also drops when the host writes (a
+    trainer saving a checkpoint). A Python job's worker inherited the server's non-dumpable flag, its fds could
+    not be read, and the disk guard failed it closed: a correct program scored 0 under 40 MiB of host writes."""
+    host = Path(os.environ.get("REWARDLAB_SANDBOX_TMP") or tempfile.gettempdir()) / f"host-write-{os.getpid()}"
+    stop = threading.Event()
+
+    def write() -> None:
+        time.sleep(0.3)
+        with open(host, "wb") as fh:
+            for _ in range(40):
+                fh.write(b"\0" * (1 << 20))
+            fh.flush()
+            os.fsync(fh.fileno())
+        stop.wait(10)
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        r = _run_once("python", "import time\ntime.sleep(1.5)\nprint(5)\n", tier, Limits(memory_mb=128, disk_mb=16))
+    finally:
+        stop.set()
+        t.join()
+        host.unlink(missing_ok=True)
+    assert (r.status, r.stdout.strip()) == ("ran", "5"), (r.status, r.stdout, r.error)
