@@ -60,7 +60,11 @@ def _proc_text(path: str) -> str | None:
     except OSError as e:
         if e.errno in (errno.ENOENT, errno.ESRCH):
             return None
-        raise MemoryLimit(f"the guard could not measure the job's memory ({e}): counted as over the cap") from None
+        raise _unmeasurable(e) from None
+
+
+def _unmeasurable(e: OSError) -> MemoryLimit:
+    return MemoryLimit(f"the guard could not measure the job's memory ({e}): counted as over the cap")
 
 
 def _kids(pid: int) -> list[int]:
@@ -98,7 +102,7 @@ def _tids(pid: int) -> list[str]:
     except OSError as e:
         if e.errno in (errno.ENOENT, errno.ESRCH):
             return []
-        raise MemoryLimit(f"the guard could not measure the job's memory ({e}): counted as over the cap") from None
+        raise _unmeasurable(e) from None
 
 
 def _held_deleted(pid: int, dev: int, seen: set) -> tuple[int, bool]:
@@ -176,14 +180,11 @@ class Guard:
                 stack += _kids(p)
         return list(seen)
 
-    def _job_rss(self) -> int:
-        return sum(_statm_rss(p) for p in self._job_pids())
-
-    def _job_disk(self) -> tuple[int, bool]:
-        """The job's files: below its scratch dir, and those its processes hold open after deleting them."""
+    def _job_disk(self, pids: list[int]) -> tuple[int, bool]:
+        """The job's files: below its scratch dir, and those its processes ``pids`` hold open after deleting them."""
         used, complete = scrub.disk_usage(self.root)
         dev, seen = os.stat(self.root).st_dev, set()
-        for p in self._job_pids():
+        for p in pids:
             held, whole = _held_deleted(p, dev, seen)
             used, complete = used + held, complete and whole
         return used, complete
@@ -193,13 +194,14 @@ class Guard:
         if now < self.next:
             return
         self.next = now + 0.1
+        pids = self._job_pids()  # one walk of the job's tree per check, for the disk and the memory
         if self.free0 - self._free() > self.disk_limit:  # then measured exactly, at any depth
             if self.private_fs:
                 raise DiskLimit("the job's files (named or not) exceeded the disk cap")
-            used, complete = self._job_disk()
+            used, complete = self._job_disk(pids)
             if used > self.disk_limit or not complete:  # hidden (unreadable) files count as over
                 raise DiskLimit()
-        if self._job_rss() > self.mem_limit:
+        if sum(_statm_rss(p) for p in pids) > self.mem_limit:
             raise MemoryLimit()
 
 
