@@ -129,6 +129,23 @@ def test_a_job_that_stops_its_checker_is_still_held_to_the_memory_cap(lang, tier
 
 
 # ------------------------------------------------------------------------------ the red-team pass
+def test_a_job_that_stops_its_checker_ends_at_the_servers_deadline_not_the_parents():
+    """``unsafe`` (the signal lands): no verdict ever comes; the server's wait ends at the run's timeout + 2 s
+    (the parent's own backstop is timeout + 15 s)."""
+    if not tier_available("unsafe"):
+        pytest.skip("tier unsafe unavailable here")
+    src = "import os,signal,time\nos.kill(os.getppid(),signal.SIGSTOP)\ntime.sleep(60)\n"
+    p = SandboxPool(1, tier="unsafe")
+    try:
+        prog = compile_program("python", src, pool=p, timeout=60)
+        t0 = time.monotonic()
+        r = run_program(prog, "", timeout=2, pool=p)
+        took = time.monotonic() - t0
+    finally:
+        p.close()
+    assert r.status == "timeout" and took < 2 + 2 + 3, (r.status, r.error, took)
+
+
 # Found by the red-team pass of issue 41 (someone who read only the README's security section), after the
 # guard moved into the server. Each program answers right while it holds what the guard must count.
 #
