@@ -206,7 +206,7 @@ TOOL_ROWS = [
 
 @pytest.mark.parametrize(("text", "content", "calls"), TOOL_ROWS)
 def test_hermes_tool_calls_are_parsed_as_vllm_reads_them(text, content, calls):
-    from rewardlab.rollout.endpoint import tool_calls_of
+    from rewardlab.rollout.toolcalls import tool_calls_of
 
     got_content, got = tool_calls_of(text)
     assert got_content == content
@@ -217,7 +217,7 @@ def test_hermes_tool_calls_are_parsed_as_vllm_reads_them(text, content, calls):
 def test_tool_call_parsing_is_linear_on_hostile_text():
     import time
 
-    from rewardlab.rollout.endpoint import tool_calls_of
+    from rewardlab.rollout.toolcalls import tool_calls_of
 
     t = time.perf_counter()
     assert tool_calls_of("<tool_call>" * 200_000)[1] == []

@@ -39,7 +39,8 @@ def list_cmd(kind: str | None, as_json: bool) -> None:
         click.echo(json.dumps(out, indent=2, default=str))
         return
     for name, entries in out.items():
-        click.echo(f"{name}: {KINDS[name].summary} ({len(entries)}; package {KINDS[name].package})")
+        pkg = KINDS[name].package
+        click.echo(f"{name}: {KINDS[name].summary} ({len(entries)}" + (f"; package {pkg})" if pkg else ")"))
         for entry, options in entries.items():
             opts = ", ".join(f"{k}={v}" for k, v in options.items())
             click.echo(f"  {name}:{entry}" + (f"  [{opts}]" if opts else ""))

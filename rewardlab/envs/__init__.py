@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rewardlab import tasks
-from rewardlab.envs import gym, openenv
+from rewardlab.envs import gym, openenv, python_env
 from rewardlab.envs.spec import EnvSpec, looks_like_env, parse_spec
 from rewardlab.errors import RewardlabError
 
@@ -45,6 +45,9 @@ class Kind:
     """The dotted path of its scorer: every row's ``meta["reward"]``, and ``eval --env``'s grader."""
     target: str = "NAME"
     """What follows ``KIND:`` (``NAME``, ``URL``), for help texts."""
+    episode: Callable[[tasks.Row], Any] | None = None
+    """Multi-turn kinds: opens one episode on a row (:class:`rewardlab.rollout.episodes.Episode`); train and eval
+    then sample through the episode engine, the model calling the environment's tools."""
 
 
 KINDS: dict[str, Kind] = {
@@ -53,6 +56,10 @@ KINDS: dict[str, Kind] = {
     "openenv": Kind("an OpenEnv server at a URL: one seeded reset per row, the reward of one step (one model turn)",
                     openenv.rows, openenv.catalogue, "openenv-core", openenv.REWARD,
                     target="URL"),
+    "python": Kind("a Python class in TRL's environment_factory shape (reset, tools as methods, get_reward): "
+                   "multi-turn, the model calls its tools in its chat template's format",
+                   python_env.rows, python_env.catalogue, "", python_env.REWARD, target="MODULE:CLASS",
+                   episode=python_env.PythonEpisode),
 }
 """Environment kinds: the ``KIND`` of a ``KIND:NAME`` spec."""
 
@@ -79,6 +86,11 @@ def load_rows(name: str, split: str = "train", *, data_dir: str | os.PathLike | 
         raise RewardlabError(f"limit must be >= 0, got {limit}")
     spec = spec_of(name)
     return KINDS[spec.kind].rows(spec, split, limit=limit, seed=seed)
+
+
+def episode_opener(name: str) -> Callable[[tasks.Row], Any] | None:
+    """How a task's episodes open when it is a multi-turn environment (:attr:`Kind.episode`), else None."""
+    return KINDS[spec_of(name).kind].episode if is_env(name) else None
 
 
 def short_name(text: str) -> str:

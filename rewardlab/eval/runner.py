@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from rewardlab import __version__, sandbox
+from rewardlab import __version__, envs, sandbox
 from rewardlab.errors import RewardlabError
 from rewardlab.eval.config import EvalConfig
 from rewardlab.eval.graders import DEFAULT_GRADER, get_grader, grader_reference
@@ -44,6 +44,7 @@ from rewardlab.eval.spec import (
     load_rows,
     load_spec,
     render_prompt,
+    task_row,
 )
 from rewardlab.eval.store import RESULTS_FILE, SAMPLES_FORMAT, SampleStore, atomic_write_json, fingerprint, samples_file
 from rewardlab.locks import FolderLock
@@ -52,6 +53,7 @@ from rewardlab.rewards import get_reward
 from rewardlab.rewards.code import extract_code
 from rewardlab.rewards.pool import prewarm, score_batch
 from rewardlab.rollout import ENGINES, SamplingParams, make_engine
+from rewardlab.rollout.episodes import EpisodeEngine
 from rewardlab.rollout.multiturn import ToolEngine
 
 LIMIT_RULE = "first N problems in data-file order"
@@ -201,13 +203,17 @@ def _ks_for(spec: BenchmarkSpec, k: Sequence[int] | None, n: int) -> list[int]:
 
 
 def grade_texts(spec: BenchmarkSpec, rows: Sequence[EvalRow], texts: Sequence[str],
-                n: int) -> tuple[list[str], list[Any]]:
-    """Score each completion; returns (graded code or text per completion, RewardResult per completion)."""
+                n: int, episodes: Sequence[dict | None] | None = None) -> tuple[list[str], list[Any]]:
+    """Score each completion; returns (graded code or text per completion, RewardResult per completion).
+    ``episodes``: an environment's verdict on each completion's episode (what its reward reads)."""
     reward = get_reward(spec.grader)
     refs = [rows[j // n].reference for j in range(len(texts))]
     # an eval runs every test of a code problem (training stops at the first failure), so info["tests"] is whole
     every_test = {"early_exit": False} if spec.grader == "code" else {}
     metas = [{"id": rows[j // n].id, **every_test} for j in range(len(texts))]
+    for meta, episode in zip(metas, episodes or []):
+        if episode is not None:
+            meta["episode"] = episode
     results = score_batch(reward, list(texts), refs, metas, deadline=spec.deadline_s)
     if spec.grader == "code":  # record the code the code reward ran (its own extraction rule)
         extracted = [extract_code(t, r.get("entry_point") if isinstance(r, dict) else None)[0]
@@ -255,7 +261,9 @@ def _record(spec: BenchmarkSpec, row: EvalRow, prompt: Any, comps: Sequence[Any]
         rec["answers"] = list(answers)
         rec["turns"] = [len(c.turns or []) for c in comps]
         rec["tool_calls"] = [c.tool_calls for c in comps]
-        rec["tool_status"] = [[t["status"] for t in (c.turns or []) if t.get("code") is not None] for c in comps]
+        rec["tool_status"] = [[t["status"] for t in (c.turns or []) if t.get("code") is not None]
+                              + [call["status"] for t in (c.turns or []) for call in t.get("calls") or []]
+                              for c in comps]
         rec["model_tokens"] = [c.model_tokens for c in comps]
     return rec
 
@@ -267,13 +275,16 @@ def _generate_slot(spec: BenchmarkSpec, slot_rows: list[EvalRow], engine: Any, c
     prompts = [render_prompt(spec, r, ctx.tokenizer, tools=ctx.tools is not None) for r in slot_rows]
     params = SamplingParams(max_new_tokens=sampling["max_new_tokens"], temperature=sampling["temperature"],
                             top_p=sampling["top_p"], seed=seed)
-    comps = engine.generate(prompts, n, params)
+    episodes = isinstance(engine, EpisodeEngine)
+    kw = {"rows": [task_row(r) for r in slot_rows]} if episodes else {}
+    comps = engine.generate(prompts, n, params, **kw)
     if len(comps) != len(prompts) * n:
         raise RewardlabError(f"engine returned {len(comps)} completions for {len(prompts)} prompts x n={n}")
     answers = [getattr(c, "graded_text", c.text) for c in comps]
-    graded, results = grade_texts(spec, slot_rows, answers, n)  # tools: the model's last turn is the answer
+    graded, results = grade_texts(spec, slot_rows, answers, n,  # tools: the model's last turn is the answer
+                                  [getattr(c, "episode", None) for c in comps])
     return [_record(spec, row, prompts[i], comps[i * n:(i + 1) * n], answers[i * n:(i + 1) * n],
-                    graded[i * n:(i + 1) * n], results[i * n:(i + 1) * n], ctx.tools is not None)
+                    graded[i * n:(i + 1) * n], results[i * n:(i + 1) * n], ctx.tools is not None or episodes)
             for i, row in enumerate(slot_rows)]
 
 
@@ -425,6 +436,11 @@ def _engine_for(plan: _Plan, ctx: _Ctx, b: _Bench) -> Any:
     """The engine of one benchmark: the model's, or (``--tools python``) a ToolEngine over it with the
     benchmark's token budget, the sandbox as the model's Python tool."""
     cfg = plan.cfg
+    opener = envs.episode_opener(str(b.rows[0].fields.get("env", ""))) if b.rows else None
+    if opener is not None:  # a multi-turn environment: the model calls its tools, episode by episode
+        return EpisodeEngine(getattr(ctx.engine, "model", None), ctx.tokenizer, open_episode=opener, base=ctx.engine,
+                             settings=cfg.tool_settings(), batch_size=cfg.batch_size,
+                             drives=ENGINES[cfg.rollout].drives_tool_loop)
     if ctx.tools is None:
         return ctx.engine
     base = ctx.engine  # the HF engine's live model, or the vLLM engine

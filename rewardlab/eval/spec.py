@@ -24,6 +24,7 @@ from rewardlab import envs, tasks
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout import format_prompt
 from rewardlab.rollout.multiturn import with_tool_hint
+from rewardlab.rollout.toolcalls import render_with_tools
 from rewardlab.tasks import gsm8k_gold, last_boxed
 
 
@@ -281,7 +282,16 @@ def render_prompt(spec: BenchmarkSpec, row: EvalRow, tokenizer: Any | None, *, t
         return user
     messages = ([{"role": "system", "content": spec.prompt["system"]}] if spec.prompt.get("system") else [])
     messages.append({"role": "user", "content": user})
+    if row.fields.get("tools"):  # an environment's tools, declared to the chat template (as training renders them)
+        return render_with_tools(tokenizer, messages, row.fields["tools"])
     return format_prompt(tokenizer, messages)
+
+
+def task_row(row: EvalRow) -> tasks.Row:
+    """An environment benchmark's problem as the task row it was made from (what its episodes open on)."""
+    meta = {k: v for k, v in row.fields.items() if k not in ("id", "reference", "user")}
+    return tasks.Row(id=row.id, prompt=[{"role": "user", "content": row.fields.get("user", "")}],
+                     reference=row.reference, meta=meta)
 
 
 __all__ = ["BenchmarkSpec", "DEFAULT_DEADLINES", "EvalRow", "builtin_benchmarks", "last_boxed", "load_records",

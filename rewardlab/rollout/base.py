@@ -84,6 +84,9 @@ class Completion:
     """Tool rollouts: the turns (``Trajectory.turns``: token spans, code, tool status, stdout)."""
     tool_calls: int = 0
     """Tool rollouts: how many tool calls were run."""
+    episode: dict | None = None
+    """Environment episodes (:mod:`rewardlab.rollout.episodes`): the environment's verdict when the episode
+    ended, ``{"reward": float or None, "status": str, ...}``, which its reward reads; None otherwise."""
 
     @property
     def graded_text(self) -> str:

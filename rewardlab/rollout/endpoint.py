@@ -42,6 +42,7 @@ from starlette.routing import Route
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams, format_prompt
+from rewardlab.rollout.toolcalls import tool_calls_of
 
 MAX_BODY = 8 * 1024 * 1024
 """Largest request body in bytes (a long multi-turn prompt as token ids is well under this)."""
@@ -244,31 +245,6 @@ def generate_route(body: dict, policy: ServedPolicy) -> dict:
             "choices": choices, "usage": _usage(prompt, choices), "policy_version": version}
 
 
-def tool_calls_of(text: str) -> tuple[str | None, list[dict]]:
-    """Tool calls in the model's own format, Hermes / Qwen ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``
-    (what vLLM's ``hermes`` parser reads): ``(content before the first call or None, OpenAI tool_calls)``. A block
-    that is not a JSON object with a string ``name`` is no call: then the whole text is content and no call is
-    returned (as vLLM does). Linear time: one forward scan."""
-    calls, pos = [], text.find("<tool_call>")
-    content = text if pos < 0 else text[:pos]
-    while pos >= 0:
-        end = text.find("</tool_call>", pos)
-        if end < 0:
-            return text, []
-        try:
-            call = json.loads(text[pos + len("<tool_call>"):end])
-        except ValueError:
-            return text, []
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            return text, []
-        args = call.get("arguments", {})
-        args = args if isinstance(args, str) else json.dumps(args)
-        calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                      "function": {"name": call["name"], "arguments": args}})
-        pos = text.find("<tool_call>", end)
-    return (content.strip() or None) if calls else text, calls
-
-
 def _messages(body: dict) -> list[dict]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -365,4 +341,4 @@ def create_app(policy: ServedPolicy) -> Starlette:
     ])
 
 
-__all__ = ["ServedPolicy", "create_app", "tool_calls_of"]
+__all__ = ["ServedPolicy", "create_app"]

@@ -51,6 +51,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.decode import decode, eos_ids, inference_mode, prefill, row_streams, seeded
 from rewardlab.rollout.tool_settings import TOOL_FORMATS, ToolSettings
+from rewardlab.rollout.toolcalls import messages_ids
 from rewardlab.seeds import derive_seed
 
 _BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)\n?```", re.DOTALL)
@@ -83,13 +84,16 @@ class Trajectory:
     """token_ids decoded with special tokens skipped (model text and observations)."""
     answer: str = ""
     """The model's last turn, decoded: what a reward grades (a tool's output never counts as the answer)."""
+    episode: dict | None = None
+    """Environment episodes: the environment's verdict (:attr:`~rewardlab.rollout.base.Completion.episode`)."""
 
     def completion(self) -> Completion:
         """This trajectory as a :class:`~rewardlab.rollout.base.Completion` (what the trainer and the eval take)."""
         return Completion(prompt_index=self.prompt_index, prompt_ids=self.prompt_ids, token_ids=self.token_ids,
                           text=self.text, finish_reason=self.finish_reason or "length",
                           logprobs=[0.0 if lp is None else lp for lp in self.logprobs], loss_mask=self.loss_mask,
-                          answer_text=self.answer, turns=self.turns, tool_calls=self.tool_calls)
+                          answer_text=self.answer, turns=self.turns, tool_calls=self.tool_calls,
+                          episode=self.episode)
 
 
 TOOL_HINT = ("You can run Python: write code in a ```python block that prints what you need, and its output "
@@ -178,7 +182,7 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
     if s.tool_format not in OBSERVATION_FORMATS:
         raise RewardlabError(f"tool_format must be one of {OBSERVATION_FORMATS}, got {s.tool_format!r}")
     total = s.token_budget(sampling.max_new_tokens)
-    limits = _Limits(sampling.max_new_tokens, total, max_model_tokens or total, s.max_turns, s.tool_timeout,
+    limits = Limits(sampling.max_new_tokens, total, max_model_tokens or total, s.max_turns, s.tool_timeout,
                      s.tool_output_chars, chat=s.tool_format == "chat", episode=s.episode_seconds())
 
     def tool_calls(live: list[Trajectory]) -> None:
@@ -186,7 +190,7 @@ def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, s
             if t.turns[-1]["code"] is not None:
                 _call_tool(tokenizer, t, execute, limits)
 
-    return _multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, tool_calls, tools=True, engine=engine)
+    return multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, tool_calls, tools=True, engine=engine)
 
 
 def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
@@ -198,7 +202,7 @@ def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int
     (:func:`feedback_ids`: the chat template's own separators, loss mask 0); the model answers again.
     ``Trajectory.answer`` is the second attempt; ``turns[0]`` holds ``feedback`` and its token span
     (``observation``). Same sampling, budgets and token-exactness as :func:`rollout_with_tools`."""
-    limits = _Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, 1, 0.0, 0)
+    limits = Limits(sampling.max_new_tokens, max_total_tokens, max_model_tokens or max_total_tokens, 1, 0.0, 0)
     eos = set(eos_ids(model, tokenizer))
 
     def feedback(live: list[Trajectory]) -> None:
@@ -219,45 +223,24 @@ def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int
             if not isinstance(reply, str):
                 t.turns[0]["critic"] = reply
             ids = feedback_ids(tokenizer, str(text), ended=bool(t.token_ids) and t.token_ids[-1] in eos)
-            t.turns[0].update(feedback=str(text), observation=_insert(t, ids, limits.total))
+            t.turns[0].update(feedback=str(text), observation=insert_ids(t, ids, limits.total))
             t.finish_reason = None if len(t.token_ids) < limits.total else "length"
 
-    return _multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, feedback, tools=False)
-
-
-_SENTINEL = "\u2063rewardlab-answer\u2063"
+    return multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, feedback, tools=False)
 
 
 def feedback_ids(tokenizer: Any, feedback: str, *, ended: bool) -> list[int]:
     """The token ids that follow an assistant answer when ``feedback`` comes back as a user turn and the
-    assistant answers again (:func:`message_ids` with role ``user``)."""
-    return message_ids(tokenizer, "user", feedback, ended=ended)
+    assistant answers again (:func:`~rewardlab.rollout.toolcalls.messages_ids` of one ``user`` message)."""
+    return messages_ids(tokenizer, [{"role": "user", "content": feedback}], ended=ended)
 
 
-def message_ids(tokenizer: Any, role: str, content: str, *, ended: bool) -> list[int]:
-    """The token ids that follow an assistant turn when a ``role`` message (``user`` feedback, a ``tool``
-    result) comes next and the assistant goes on: what the chat template puts between them (end of turn,
-    the role's header, the content, the assistant header), encoded alone. ``ended``: the assistant turn
-    already ends with the end-of-turn token the model sampled (it is not inserted twice)."""
-    if getattr(tokenizer, "chat_template", None):
-        msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _SENTINEL},
-                {"role": role, "content": content}]
-        full = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        after = full.split(_SENTINEL, 1)[1]
-    else:
-        label = "Feedback" if role == "user" else role.capitalize()
-        after = f"\n\n{label}: {content}\n\n"
-    eos = tokenizer.eos_token
-    if ended and eos and after.startswith(eos):
-        after = after[len(eos):]
-    return tokenizer.encode(after, add_special_tokens=False)
-
-
-def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingParams, limits: "_Limits",
+def multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingParams, limits: "Limits",
                batch_size: int, after_turn: Callable[[list[Trajectory]], None], *, tools: bool,
-               engine: Any = None) -> list[Trajectory]:
+               engine: Any = None, on_start: Callable[[list[Trajectory]], None] | None = None) -> list[Trajectory]:
     """Turns for every live trajectory (decoded in batches here, or by ``engine.continue_ids``), then
-    ``after_turn(live)`` (tool calls, feedback), until every trajectory has a ``finish_reason``."""
+    ``after_turn(live)`` (tool calls, feedback), until every trajectory has a ``finish_reason``.
+    ``on_start(trajectories)`` runs once before the first turn (environment episodes open there)."""
     if n < 1 or limits.total < 1 or batch_size < 1:
         raise RewardlabError(f"n, max_total_tokens and batch_size must be >= 1, got {n}, {limits.total}, {batch_size}")
     bos = tokenizer.bos_token  # chat templates often emit BOS themselves (the engines' rule)
@@ -287,7 +270,9 @@ def _multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingP
 
             def turn(live: list[Trajectory]) -> None:
                 _engine_turn(engine, tokenizer, live, sampling, limits, seeds, tools=tools)
-        live = list(trajs)
+        if on_start is not None:
+            on_start(trajs)
+        live = [t for t in trajs if t.finish_reason is None]
         while live:
             turn(live)
             after_turn(live)
@@ -361,7 +346,9 @@ class FeedbackEngine:
 
 
 @dataclass(frozen=True)
-class _Limits:
+class Limits:
+    """A multi-turn rollout's budgets (:func:`multiturn`)."""
+
     turn: int  # sampled tokens per turn
     total: int  # sampled + inserted tokens per trajectory
     model: int  # sampled tokens per trajectory
@@ -372,7 +359,7 @@ class _Limits:
     episode: float = float("inf")  # tool seconds per trajectory
 
 
-def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, device,
+def _turn(model, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: Limits, device,
           rngs: dict[int, Any], *, tools: bool = True) -> None:
     """Sample one model turn for every trajectory of ``chunk``, decoded together
     (:func:`rewardlab.rollout.decode.decode`).
@@ -428,7 +415,7 @@ def _take(tok, t: Trajectory, tid: int, logp: float, start: int, cap: int, eos: 
     return False
 
 
-def _engine_turn(engine, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: _Limits, seeds: dict[int, Any],
+def _engine_turn(engine, tok, chunk: list[Trajectory], sampling: SamplingParams, lim: Limits, seeds: dict[int, Any],
                  *, tools: bool = True) -> None:
     """One model turn through an engine that continues exact token ids (``engine.continue_ids``: the vLLM
     engine): each call runs until EOS, the budget or the next fence (`````), and a row whose turn now holds
@@ -459,7 +446,7 @@ def _engine_turn(engine, tok, chunk: list[Trajectory], sampling: SamplingParams,
         active = still
 
 
-def _insert(t: Trajectory, ids: list[int], total: int) -> list[int]:
+def insert_ids(t: Trajectory, ids: list[int], total: int) -> list[int]:
     """Append inserted (not sampled) ids, cut at the ``total`` token budget, with loss mask 0; their [start, end)
     span."""
     ids = ids[: max(0, total - len(t.token_ids))]
@@ -470,7 +457,7 @@ def _insert(t: Trajectory, ids: list[int], total: int) -> list[int]:
     return [start, len(t.token_ids)]
 
 
-def _open_turns(chunk: list[Trajectory], lim: _Limits) -> tuple[list[int], list[int]]:
+def _open_turns(chunk: list[Trajectory], lim: Limits) -> tuple[list[int], list[int]]:
     """Start a turn in every trajectory of ``chunk``: each one's start index and the tokens it may sample now
     (a trajectory with none left ends with ``"length"``)."""
     starts = [len(t.token_ids) for t in chunk]
@@ -482,7 +469,7 @@ def _open_turns(chunk: list[Trajectory], lim: _Limits) -> tuple[list[int], list[
     return starts, caps
 
 
-def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) -> None:
+def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: Limits) -> None:
     """Run the last turn's code in the sandbox and append its observation (loss mask 0)."""
     turn = t.turns[-1]
     t.tool_calls += 1
@@ -500,17 +487,16 @@ def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: _Limits) ->
     turn.update(res)
     if lim.chat:  # a tool message through the chat template (its own separators around it)
         body = observation(res["status"], res["stdout"], res["error"], res["truncated"], fenced=False)
-        obs_ids = message_ids(tok, "tool", body, ended=False)
+        obs_ids = messages_ids(tok, [{"role": "tool", "content": body}], ended=False)
     else:
         obs_ids = tok.encode(observation(res["status"], res["stdout"], res["error"], res["truncated"]),
                              add_special_tokens=False)
-    turn["observation"] = _insert(t, obs_ids, lim.total)
+    turn["observation"] = insert_ids(t, obs_ids, lim.total)
     if t.tool_calls >= lim.turns:
         t.finish_reason = "max_turns"
     elif len(t.token_ids) >= lim.total or sum(t.loss_mask) >= lim.model:
         t.finish_reason = "length"
 
 
-__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "feedback_ids", "message_ids",
-           "observation",
-           "rollout_with_feedback", "rollout_with_tools", "run_tool", "with_tool_hint"]
+__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "feedback_ids", "observation",
+           "rollout_with_feedback", "rollout_with_tools", "with_tool_hint"]

@@ -25,7 +25,9 @@ from rewardlab.logging import MetricsLogger, truncate_jsonl
 from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm
 from rewardlab.rollout import ENGINES, LIVE_ENGINE, Collectives, RolloutEngine, format_prompt, make_engine
 from rewardlab.rollout import behaviour
+from rewardlab.rollout.episodes import EpisodeEngine
 from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
+from rewardlab.rollout.toolcalls import render_with_tools
 from rewardlab.tasks import Row
 from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.async_worker import GENERATION_PRELOAD
@@ -145,8 +147,9 @@ def build_trainer(plan: Plan, threads: int | None) -> Trainer:
     engine = build_engine(plan, policy, tok)
     gather = (lambda: distributed.gathered_params(policy)) if ENGINES[engine_kind(cfg)].live_weights \
         else contextlib.nullcontext
+    sampler = Sampler(engine, gather, rows=isinstance(engine, EpisodeEngine))
     trainer = Trainer(model=policy, tok=tok, optimizer=optimizer, scheduler=scheduler, engine=engine,
-                      sampler=Sampler(engine, gather), render=build_render(cfg, tok), stream=stream,
+                      sampler=sampler, render=build_render(cfg, tok), stream=stream,
                       ref_model=ref_model, prefix=prefix, autocast=autocast, critic=critic, options=options)
     if cfg.feedback != "none":  # --- a critic that talks back: feedback, then a second answer ---
         talker = feedback.feedback_engine(quiet_run(plan, trainer), start)
@@ -291,6 +294,13 @@ def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBas
             world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
             full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)
     engine = make_engine(engine_kind(cfg), model, tok, **engine_kw)
+    opener = envs.episode_opener(cfg.task)
+    if opener is not None:  # --- multi-turn environment: the model calls its tools, episode by episode ---
+        def is_episode(row: Row) -> bool:  # a held-out benchmark of plain tasks samples through the plain engine
+            return envs.episode_opener(str((row.meta or {}).get("env", ""))) is not None
+
+        return EpisodeEngine(model, tok, open_episode=opener, settings=tools_of(cfg), batch_size=cfg.rollout_batch_size,
+                             base=engine, drives=ENGINES[cfg.rollout].drives_tool_loop, is_episode=is_episode)
     if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
         # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)
         settings = tools_of(cfg, max_total_tokens=total_token_budget(cfg))
@@ -307,6 +317,9 @@ def build_render(cfg: TrainConfig, tok: PreTrainedTokenizerBase) -> Callable[[Ro
         if cfg.system_prompt:
             msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
             prompt = [{"role": "system", "content": cfg.system_prompt}] + msgs
+        if (row.meta or {}).get("tools"):  # an environment's tools, declared to the chat template
+            msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+            return render_with_tools(tok, msgs, row.meta["tools"])
         return format_prompt(tok, prompt)
 
     return render

@@ -419,6 +419,10 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.feedback_train_every < 0 or (cfg.feedback_train_every and cfg.feedback != "policy"):
         raise RewardlabError("--feedback-train-every k trains the critic that is the policy (--feedback policy); "
                              "a separate critic model is not trained (k >= 0)")
+    if envs.episode_opener(cfg.task) is not None and (cfg.tools != "none" or cfg.feedback != "none"
+                                                      or cfg.async_steps > 0):
+        raise RewardlabError(f"--task {cfg.task}: a multi-turn environment brings its own tools; it runs without "
+                             "--tools, --feedback and --async-steps")
     if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
         raise RewardlabError(
             f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")

@@ -180,10 +180,11 @@ def run_benchmark(run: Run, bench: Benchmark) -> list[dict[str, Any]]:
     cfg = run.cfg
     mine = distributed.shard(list(range(len(bench.rows))), run.dist, even=False)
     prompts = [run.trainer.render(bench.rows[i]) for i in mine]  # as training renders them
+    kw = {"rows": [bench.rows[i] for i in mine]} if run.trainer.sampler.rows else {}  # episodes open on rows
     with run.trainer.sampler.gather():  # FSDP + HF engine: collective, so every rank enters, with prompts or not
-        outs = run.trainer.engine.generate(prompts, cfg.eval_samples, sampling_of(cfg)) if prompts else []
+        outs = run.trainer.engine.generate(prompts, cfg.eval_samples, sampling_of(cfg), **kw) if prompts else []
     rows = [bench.rows[mine[c.prompt_index]] for c in outs]
-    results = run.grade(rows, [c.graded_text for c in outs], bench.reward)
+    results = run.grade(rows, [c.graded_text for c in outs], bench.reward, episodes=[c.episode for c in outs])
     local = [{"id": r.id, "sample": k % cfg.eval_samples, "score": res.score, "finish_reason": c.finish_reason,
               "tokens": c.model_tokens, "status": res.info.get("status"), "extracted": res.info.get("extracted"),
               "text": c.graded_text}

@@ -220,7 +220,8 @@ def greedy_baselines(run: Run, mine: list[tuple[int, int]], prompt_texts: list[s
 
 def grade(run: Run, mine: list[tuple[int, int]], outs: list[Completion]) -> list[RewardResult]:
     """The reward's result for each of this rank's completions (``mine``: the prompts they answer), from the pool."""
-    return run.grade([run.rows[mine[c.prompt_index][0]] for c in outs], [c.graded_text for c in outs])
+    return run.grade([run.rows[mine[c.prompt_index][0]] for c in outs], [c.graded_text for c in outs],
+                     episodes=[c.episode for c in outs])
 
 
 def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: list[Completion], batch: Batch,

@@ -108,11 +108,13 @@ def judge_step_metrics(samples: list[Sample], main_reward: str) -> dict[str, Any
 
 
 def tool_metrics(run: Run, samples: list[Sample]) -> dict[str, Any]:
-    """``tools/*`` over every generated tool rollout ({} without --tools): how often and how well the tool was used."""
+    """``tools/*`` over every generated tool rollout or environment episode ({} without either): how often and how
+    well the tools were used (a call: a turn's python block, or one ``<tool_call>`` of an episode's turn)."""
     trajs = [s for s in samples if s.turns is not None]
-    if run.cfg.tools == "none" or not trajs:
+    episodes = [c for s in trajs for t in s.turns for c in t.get("calls") or []]
+    if (run.cfg.tools == "none" and not any("calls" in t for s in trajs for t in s.turns)) or not trajs:
         return {}
-    calls = [t for s in trajs for t in s.turns if t.get("code") is not None]
+    calls = [t for s in trajs for t in s.turns if t.get("code") is not None] + episodes
     out: dict[str, Any] = {
         "tools/calls_mean": sum(s.tool_calls for s in trajs) / len(trajs),
         "tools/use_rate": sum(s.tool_calls > 0 for s in trajs) / len(trajs),

@@ -107,12 +107,16 @@ class Sampler:
     engine: RolloutEngine
     gather: Callable[[], AbstractContextManager[Any]]
     question: Callable[[Row], str] | None = None
+    rows: bool = False
+    """The engine opens each prompt's episodes on its row (a multi-turn environment's episode engine)."""
 
     def __call__(self, prompts: list[str], rows: list[Row], n: int, sampling: SamplingParams) -> list[Completion]:
         """``n`` completions of each prompt (``rows[i]`` is prompt i's row), prompt-major."""
         with self.gather():
             if self.question is not None:
                 return self.engine.generate(prompts, n, sampling, questions=[self.question(r) for r in rows])
+            if self.rows:
+                return self.engine.generate(prompts, n, sampling, rows=rows)
             return self.engine.generate(prompts, n, sampling)
 
 
@@ -277,11 +281,16 @@ class Run:
             return shared_prompt_logprobs(model, micro, self.tok.pad_token_id, self.device, prefix=prefix, **kw)
         return (*packed_logprobs(model, micro, self.device, groups=self.sizes.packing == "groups", **kw), None)
 
-    def grade(self, rows: list[Row], texts: list[str], reward: Reward | None = None) -> list[RewardResult]:
+    def grade(self, rows: list[Row], texts: list[str], reward: Reward | None = None,
+              episodes: list[dict | None] | None = None) -> list[RewardResult]:
         """The run's one grading path (the loop's rewards, the feedback critic's first answers, ``--eval-every``):
         ``reward`` (default the run's) of each text against its row's reference, with the row's meta (its
-        ``reward`` name dropped), in the reward pool under ``--reward-deadline`` and ``--reward-workers``."""
+        ``reward`` name dropped) and, for an environment's episodes, the episode's verdict (``episode``), in the
+        reward pool under ``--reward-deadline`` and ``--reward-workers``."""
         metas = [{k: v for k, v in (row.meta or {}).items() if k != "reward"} for row in rows]
+        for meta, episode in zip(metas, episodes or []):
+            if episode is not None:
+                meta["episode"] = episode
         return score_batch(self.reward_fn if reward is None else reward, texts, [row.reference for row in rows],
                            metas, deadline=self.cfg.reward_deadline, workers=self.cfg.reward_workers)
 

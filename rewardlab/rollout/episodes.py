@@ -1,0 +1,233 @@
+"""Environment episodes: the model calls an environment's tools in its own chat-template format, token-exactly.
+
+    engine = EpisodeEngine(model, tok, open_episode=lambda row: MyEpisode(row), settings=ToolSettings(max_turns=4))
+    outs = engine.generate(prompts, n, sampling, rows=rows)   # prompt i's episodes open on rows[i]
+    outs[0].token_ids, outs[0].loss_mask, outs[0].episode     # {"reward": 1.0, "status": "ok", ...}
+
+An :class:`Episode` is one environment instance for one trajectory (TRL's ``environment_factory`` builds
+one per rollout too: :mod:`rewardlab.envs.python_env`). The loop, per trajectory:
+
+1. the model samples a turn until its end-of-turn token (or a budget);
+2. the turn's ``<tool_call>`` blocks (Hermes / Qwen JSON, :func:`~rewardlab.rollout.toolcalls.tool_calls_of`,
+   what vLLM's ``hermes`` parser reads) are the calls; a turn without one is the final answer;
+3. each call runs on the episode (in a thread, under ``tool_timeout`` and what is left of the episode's
+   ``tool_episode_timeout``); its result or its error goes back as a ``tool`` message through the chat template
+   (:func:`~rewardlab.rollout.toolcalls.messages_ids`: the template's own separators, encoded alone and appended
+   with loss mask 0), and the model samples again, until ``max_turns`` tool calls, or the token budget.
+
+Then the episode gives its verdict (``Episode.finish``: the environment's own reward, or a status saying why
+there is none), kept on the completion as ``Completion.episode`` for the environment's reward to read. Every
+trained token is a token the engine sampled: the turns are never re-tokenised (the multi-turn rollout's rule,
+:mod:`rewardlab.rollout.multiturn`). A tool that hangs is left behind in its (daemon) thread and the episode
+ends with status ``env_timeout``: Python cannot kill a thread, so a hung environment holds a thread, never the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from rewardlab.errors import RewardlabError
+from rewardlab.rollout.base import Completion, SamplingParams
+from rewardlab.rollout.decode import eos_ids
+from rewardlab.rollout.multiturn import Limits, Trajectory, insert_ids, multiturn
+from rewardlab.rollout.tool_settings import ToolSettings
+from rewardlab.rollout.toolcalls import messages_ids, tool_calls_of
+
+
+class Episode(Protocol):
+    """One environment instance driving one trajectory."""
+
+    def call(self, name: str, arguments: dict) -> Any:
+        """Run tool ``name`` with ``arguments``; its result (sent back as text). Raises on a bad call."""
+        ...
+
+    def finish(self) -> dict:
+        """The verdict once the episode ended: ``{"reward": float or None, "status": str, ...}``."""
+        ...
+
+
+class Hung(Exception):
+    """A call into the environment did not return within its time."""
+
+
+def bounded(fn: Callable[[], Any], seconds: float) -> Any:
+    """``fn()`` (awaited when it returns a coroutine: TRL's async tools) in a daemon thread, its result or its
+    exception; :class:`Hung` after ``seconds`` (the thread is left behind: Python cannot stop it)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out = fn()
+            box["value"] = asyncio.run(out) if inspect.isawaitable(out) else out
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    thread = threading.Thread(target=run, name="rewardlab-env-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise Hung(f"no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@dataclass
+class _Open:
+    """An episode in flight: the environment, what it has cost, and why it broke (None while it is fine)."""
+
+    episode: Any
+    seconds: float = 0.0
+    broken: str | None = None
+    error: str | None = None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _run_calls(ep: _Open, calls: list[dict], lim: Limits) -> list[dict]:
+    """Run a turn's calls in order; one record per call (name, arguments, status, result text)."""
+    records = []
+    for call in calls:
+        name = call["function"]["name"]
+        rec: dict[str, Any] = {"name": name, "status": "ok"}
+        try:
+            args = json.loads(call["function"]["arguments"] or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+        except ValueError as e:
+            rec.update(status="bad_arguments", result=f"error: {e}")
+            records.append(rec)
+            continue
+        rec["arguments"] = args
+        left = lim.episode - ep.seconds
+        if ep.broken is not None or left <= 0:
+            rec.update(status="budget", result="error: the episode's tool time budget is spent")
+            ep.broken = ep.broken or "env_timeout"
+            records.append(rec)
+            continue
+        t0 = time.monotonic()
+        try:
+            rec["result"] = _text(bounded(lambda: ep.episode.call(name, args), min(lim.timeout, left)))
+        except Hung as e:
+            rec.update(status="timeout", result=f"error: {e}")
+            ep.broken, ep.error = "env_timeout", f"tool {name!r}: {e}"
+        except Exception as e:  # noqa: BLE001 - the environment's error goes back to the model as its result
+            rec.update(status="tool_error", result=f"error: {type(e).__name__}: {e}")
+        ep.seconds += time.monotonic() - t0
+        rec["result"] = rec["result"][: lim.chars] if lim.chars else rec["result"]
+        records.append(rec)
+    return records
+
+
+def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
+                     open_episode: Callable[[int], Any], settings: ToolSettings | None = None,
+                     max_model_tokens: int | None = None, batch_size: int = 64, engine: Any = None
+                     ) -> list[Trajectory]:
+    """``len(prompts) * n`` environment episodes, prompt-major; ``open_episode(i)`` opens a fresh
+    :class:`Episode` for prompt ``i`` (an exception there ends that episode before it starts, status
+    ``env_error``). Budgets and sampling as :func:`~rewardlab.rollout.multiturn.rollout_with_tools`."""
+    s = settings or ToolSettings()
+    s.check()
+    total = s.token_budget(sampling.max_new_tokens)
+    lim = Limits(sampling.max_new_tokens, total, max_model_tokens or total, s.max_turns, s.tool_timeout,
+                 s.tool_output_chars, chat=True, episode=s.episode_seconds())
+    eos = set(eos_ids(model, tokenizer))
+    open_: dict[int, _Open] = {}
+
+    def start(trajs: list[Trajectory]) -> None:
+        for t in trajs:
+            try:
+                open_[id(t)] = _Open(bounded(lambda: open_episode(t.prompt_index), lim.timeout * 5 + 5))
+            except Exception as e:  # noqa: BLE001 - counted per episode, never a crash
+                open_[id(t)] = _Open(None, broken="env_error", error=f"reset: {type(e).__name__}: {e}")
+                t.finish_reason = "stop"
+                t.turns.append({"sampled": [0, 0], "calls": [], "observation": None})
+
+    def after_turn(live: list[Trajectory]) -> None:
+        for t in live:
+            t.turns[-1]["calls"] = []
+            if t.finish_reason != "stop":  # a budget ended it: the episode is over
+                continue
+            a, b = t.turns[-1]["sampled"]
+            _, calls = tool_calls_of(tokenizer.decode(t.token_ids[a:b], skip_special_tokens=False))
+            if not calls:  # the final answer
+                continue
+            ep = open_[id(t)]
+            records = _run_calls(ep, calls, lim)
+            t.turns[-1]["calls"] = records
+            t.tool_calls += len(records)
+            msgs = [{"role": "tool", "name": r["name"], "content": r["result"]} for r in records]
+            ids = messages_ids(tokenizer, msgs, ended=bool(t.token_ids) and t.token_ids[-1] in eos)
+            t.turns[-1]["observation"] = insert_ids(t, ids, lim.total)
+            t.finish_reason = None
+            if ep.broken is not None or t.tool_calls >= lim.turns:
+                t.finish_reason = "max_turns" if ep.broken is None else "stop"
+            elif len(t.token_ids) >= lim.total or sum(t.loss_mask) >= lim.model:
+                t.finish_reason = "length"
+
+    trajs = multiturn(model, tokenizer, prompts, n, sampling, lim, batch_size, after_turn, tools=False,
+                      engine=engine, on_start=start)
+    for t in trajs:
+        t.episode = _verdict(open_[id(t)], lim)
+    return trajs
+
+
+def _verdict(ep: _Open, lim: Limits) -> dict:
+    """The episode's verdict: the environment's own (``finish``), or why there is none."""
+    if ep.broken is not None:
+        return {"reward": None, "status": ep.broken, "error": ep.error, "tool_seconds": round(ep.seconds, 4)}
+    try:
+        out = dict(bounded(ep.episode.finish, max(lim.timeout, 1.0)))
+    except Hung as e:
+        out = {"reward": None, "status": "env_timeout", "error": f"finish: {e}"}
+    except Exception as e:  # noqa: BLE001 - counted, never a crash
+        out = {"reward": None, "status": "env_error", "error": f"finish: {type(e).__name__}: {e}"}
+    out["tool_seconds"] = round(ep.seconds, 4)
+    return out
+
+
+@dataclass
+class EpisodeEngine:
+    """Environment episodes (:func:`rollout_episodes`) behind the engine interface: ``generate(prompts, n,
+    sampling, rows=rows)``, prompt ``i``'s episodes opened by ``open_episode(rows[i])``. Prompts whose rows are
+    not episodes (``is_episode``: a held-out benchmark of plain tasks) are sampled by ``base`` alone."""
+
+    model: Any
+    tokenizer: Any
+    open_episode: Callable[[Any], Any]
+    base: Any
+    """The plain engine: it samples the turns too when ``drives`` (an engine with ``continue_ids``: vLLM)."""
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    batch_size: int = 64
+    drives: bool = False
+    is_episode: Callable[[Any], bool] = lambda row: True
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams, *,
+                 rows: list[Any] | None = None) -> list[Completion]:
+        if rows is not None and len(rows) != len(prompts):
+            raise RewardlabError(f"EpisodeEngine.generate: {len(rows)} rows for {len(prompts)} prompts")
+        episodic = [rows is not None and self.is_episode(r) for r in rows or prompts]
+        if not any(episodic):
+            return self.base.generate(prompts, n, sampling)
+        if not all(episodic):
+            raise RewardlabError("EpisodeEngine.generate: a batch mixes environment episodes with plain prompts")
+        trajs = rollout_episodes(self.model, self.tokenizer, prompts, n, sampling,
+                                 open_episode=lambda i: self.open_episode(rows[i]), settings=self.settings,
+                                 max_model_tokens=sampling.max_new_tokens, batch_size=self.batch_size,
+                                 engine=self.base if self.drives else None)
+        return [t.completion() for t in trajs]
+
+    def load_weights(self, model: Any) -> None:
+        self.base.load_weights(model)
+        self.model = model
+
+
+__all__ = ["EpisodeEngine"]

@@ -1,0 +1,257 @@
+"""``python:MODULE:CLASS`` environments (TRL's ``environment_factory`` shape) and the episode rollout behind them:
+seeded rows, the model's own ``<tool_call>`` format, token-exact trajectories, statuses that say why an episode
+could not be graded, and train / eval through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rewardlab import envs
+from rewardlab.envs.python_env import PythonEpisode, episode_reward, load_class
+from rewardlab.errors import RewardlabError
+from rewardlab.rollout.base import SamplingParams
+from rewardlab.rollout.episodes import EpisodeEngine, rollout_episodes
+from rewardlab.rollout.tool_settings import ToolSettings
+from rewardlab.rollout.toolcalls import messages_ids, render_with_tools, tool_calls_of
+from rewardlab.testing import build_tiny_model
+
+from scripted import Scripted
+
+HERE = Path(__file__).parent
+ENVS = HERE / "trl_envs.py"
+"""Environment classes as a TRL user writes them (nothing in that file imports rewardlab)."""
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_REWARD_WORKERS": "1"}
+    return subprocess.run([sys.executable, "-m", "rewardlab", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=600)
+
+
+def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
+    assert r.returncode != 0, r.stdout
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in r.stderr and len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def spec(cls: str, **options) -> str:
+    query = "&".join(f"{k}={v}" for k, v in options.items())
+    return f"python:{ENVS}:{cls}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny_env"))
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def call_ids(tok, name: str, *, canonical: bool = True, **arguments) -> list[int]:
+    """A Hermes tool call and the end-of-turn token, as the tiny tokenizer encodes them (``canonical=False``: one
+    character at a time, a sequence the tokenizer never produces from the text)."""
+    text = f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
+    if canonical:
+        return tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+    return [i for ch in text for i in tok.encode(ch, add_special_tokens=False)] + [tok.eos_token_id]
+
+
+def episodes(model, tok, rows, n=2, tokens=120, settings=None, seed=0):
+    prompts = [render_with_tools(tok, r.prompt, r.meta["tools"]) for r in rows]
+    return rollout_episodes(model, tok, prompts, n, SamplingParams(max_new_tokens=tokens, seed=seed),
+                            open_episode=lambda i: PythonEpisode(rows[i]), settings=settings or ToolSettings())
+
+
+def test_rows_are_seeded_resets_with_the_tools_schemas():
+    rows, source = envs.load_rows(spec("IncrementEnv", size=6), "train")
+    again, _ = envs.load_rows(spec("IncrementEnv", size=6), "train")
+    test, _ = envs.load_rows(spec("IncrementEnv", size=6), "test")
+    assert [r.prompt for r in rows] == [r.prompt for r in again]  # a row's task never changes
+    assert [r.reference for r in rows] != [r.reference for r in test]  # splits draw from their own seeds
+    assert all(r.prompt[0]["content"].startswith("Increment the counter by ") for r in rows)
+    assert len({r.prompt[0]["content"] for r in rows}) > 1  # seeds differ across rows
+    assert source["tools"] == ["increment"] and source["records"] == 6
+    tool = rows[0].meta["tools"][0]["function"]
+    assert tool["name"] == "increment" and tool["parameters"]["properties"]["step"]["type"] == "integer"
+    assert envs.load_rows(spec("IncrementEnv", size=6), "train", limit=2)[0] == rows[:2]
+
+
+def test_every_episode_of_a_group_gets_its_rows_task(tiny):
+    rows, _ = envs.load_rows(spec("IncrementEnv", size=3), "train")
+    for row in rows:
+        targets = {PythonEpisode(row).env.target for _ in range(4)}
+        assert len(targets) == 1 and f"by {targets.pop()}." in row.prompt[0]["content"]
+
+
+def test_inherited_tools_are_tools_as_trl_exposes_them():
+    rows, source = envs.load_rows(spec("HangingEnv", size=1), "train")
+    assert source["tools"] == ["increment", "wait"]
+
+
+def test_a_dataset_file_gives_the_prompts_and_resets_keyword_arguments(tmp_path, tiny):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"Make the counter {t} with add.", "target": t}) + "\n"
+                            for t in (3, 7)))
+    rows, _ = envs.load_rows(spec("TargetEnv", dataset=data), "train")
+    assert [r.prompt[0]["content"] for r in rows] == ["Make the counter 3 with add.", "Make the counter 7 with add."]
+    assert [r.reference["reset"] for r in rows] == [{"target": 3}, {"target": 7}]
+    model, tok = tiny
+    trajs = episodes(Scripted(model, call_ids(tok, "add", a=1, b=2)), tok, rows, n=1)
+    # async tool and async get_reward: the call ran (counter 3), row 0 is solved and row 1 is not
+    assert [t.turns[0]["calls"][0]["result"] for t in trajs] == ["3", "3"]
+    assert [t.episode["reward"] for t in trajs] == [1.0, 0.0]
+
+
+def test_a_tool_call_runs_and_its_result_returns_as_a_tool_message_token_exactly(tiny):
+    model, tok = tiny
+    rows, _ = envs.load_rows(spec("IncrementEnv", size=4), "train")
+    script = call_ids(tok, "increment", step=4)
+    trajs = episodes(Scripted(model, script), tok, rows)
+    for t in trajs:
+        target = int(rows[t.prompt_index].prompt[0]["content"].split()[-1].rstrip("."))
+        first = t.turns[0]
+        assert t.token_ids[: len(script)] == script and first["calls"][0]["result"] == "4"
+        assert t.episode == {"reward": float(target == 4), "status": "ok", "tool_seconds": t.episode["tool_seconds"]}
+        a, b = first["observation"]  # the tool message: the template's separators, encoded alone, never sampled
+        assert t.token_ids[a:b] == messages_ids(tok, [{"role": "tool", "name": "increment", "content": "4"}],
+                                                ended=True)
+        assert t.loss_mask[a:b] == [0] * (b - a) and t.logprobs[a:b] == [None] * (b - a)
+        assert t.loss_mask[:a] == [1] * a and sum(t.loss_mask) == len(t.token_ids) - (b - a)
+        assert t.tool_calls == 1 and tool_calls_of(tok.decode(t.token_ids[:a]))[1][0]["function"]["name"] == \
+            "increment"
+    assert any(t.episode["reward"] == 1.0 for t in trajs) and any(t.episode["reward"] == 0.0 for t in trajs)
+
+
+def test_every_sampled_token_carries_the_log_prob_of_a_forward_pass_over_the_exact_ids(tiny):
+    """Token-exactness: the trajectory holds the ids the model produced, and a forward pass over
+    ``prompt_ids + token_ids`` gives each drawn token's recorded log-prob. The model here calls its tool in a
+    sequence the tokenizer never produces from the text (one character at a time): the episode runs the call,
+    and the trajectory keeps those ids, where re-tokenising the decoded text would give other ones."""
+    model, tok = tiny
+    rows, _ = envs.load_rows(spec("IncrementEnv", size=2), "train")
+    script = call_ids(tok, "increment", canonical=False, step=2)
+    forced = episodes(Scripted(model, script), tok, rows, n=2, tokens=len(script) + 24, seed=3)
+    for t in forced:
+        assert t.token_ids[: len(script)] == script and t.turns[0]["calls"][0]["result"] == "2"
+        assert tok.encode(tok.decode(t.token_ids[: len(script)]), add_special_tokens=False) != script
+        a, b = t.turns[0]["observation"]
+        ids = torch.tensor([t.prompt_ids + t.token_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids).logits[0].float(), -1)  # (L, V)
+        P = len(t.prompt_ids)
+        drawn = range(b, len(t.token_ids))  # after the tool message: sampled freely (the script was forced)
+        assert len(drawn) > 0 and all(t.loss_mask[k] == 1 for k in drawn)
+        for k in drawn:
+            assert t.logprobs[k] == pytest.approx(float(logp[P + k - 1, t.token_ids[k]]), abs=1e-4)
+
+
+def test_a_tool_that_hangs_ends_its_episode_as_env_timeout_in_bounded_time(tiny):
+    model, tok = tiny
+    rows, _ = envs.load_rows(spec("HangingEnv", size=1), "train")
+    t0 = time.monotonic()
+    trajs = episodes(Scripted(model, call_ids(tok, "wait", seconds=60)), tok, rows, n=2,
+                     settings=ToolSettings(tool_timeout=0.3))
+    assert time.monotonic() - t0 < 10
+    for t in trajs:
+        assert t.episode["status"] == "env_timeout" and t.episode["reward"] is None
+        assert t.turns[0]["calls"][0]["status"] == "timeout"
+        res = episode_reward(t.answer, episode=t.episode)
+        assert res.score == 0.0 and res.info["status"] == "env_timeout"
+
+
+def test_a_bad_call_goes_back_to_the_model_and_the_episode_goes_on(tiny):
+    model, tok = tiny
+    rows, _ = envs.load_rows(spec("IncrementEnv", size=1), "train")
+    for script, status, needle in [(call_ids(tok, "decrement", step=1), "tool_error", "no tool 'decrement'"),
+                                   (call_ids(tok, "increment", stride=1), "tool_error", "TypeError"),
+                                   (call_ids(tok, "increment", step=1, extra=2), "tool_error", "TypeError")]:
+        t = episodes(Scripted(model, script), tok, rows, n=1)[0]
+        call = t.turns[0]["calls"][0]
+        assert call["status"] == status and needle in call["result"], call
+        assert t.episode["status"] == "ok" and t.episode["reward"] == 0.0
+
+
+def test_an_environment_that_is_not_deterministic_under_its_seed_is_a_counted_env_error(tiny):
+    model, tok = tiny
+    rows, _ = envs.load_rows(spec("NoisyEnv", size=1), "train")
+    trajs = episodes(model, tok, rows, n=2, tokens=8)
+    assert {t.episode["status"] for t in trajs} == {"env_error"}
+    assert "not deterministic" in trajs[0].episode["error"] and trajs[0].token_ids == []
+
+
+def test_could_not_grade_is_never_a_silent_zero():
+    assert episode_reward("x").score is None and episode_reward("x").info["status"] == "no_episode"
+    res = episode_reward("x", episode={"reward": None, "status": "bad_reward", "error": "get_reward returned 'a'"})
+    assert res.score == 0.0 and res.info["status"] == "bad_reward"
+    assert episode_reward("x", episode={"reward": 0.5, "status": "ok"}).score == 0.5
+
+
+def test_the_engine_samples_plain_prompts_through_its_base_engine(tiny):
+    model, tok = tiny
+    from rewardlab.rollout import make_engine
+
+    base = make_engine("hf", model, tok)
+    engine = EpisodeEngine(model, tok, open_episode=PythonEpisode, base=base,
+                           is_episode=lambda row: "env" in (row.meta or {}))
+    s = SamplingParams(max_new_tokens=4, seed=0)
+    plain = engine.generate(["hi"], 2, s)
+    assert [c.token_ids for c in plain] == [c.token_ids for c in base.generate(["hi"], 2, s)]
+    assert all(c.episode is None for c in plain)
+
+
+@pytest.mark.parametrize(("target", "needle"), [
+    ("no_such_module_xyz:Env", "cannot import no_such_module_xyz"),
+    (f"{ENVS}:Missing", "has no class Missing"),
+    ("json:JSONDecoder", "has no reset method"),
+    ("nowhere.py:Env", "no file nowhere.py"),
+    ("justamodule", "write python:MODULE:CLASS"),
+])
+def test_bad_classes_are_one_line_errors(target, needle):
+    with pytest.raises(RewardlabError, match=needle):
+        load_class(target)
+
+
+def test_cli_train_and_eval_on_a_python_environment(tiny_model_dir, tmp_path):
+    env = spec("IncrementEnv", size=8)
+    run = tmp_path / "run"
+    r = cli("train", "--env", env, "--model", str(tiny_model_dir), "--steps", "2", "--output-dir", str(run),
+            "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "8", "--progress", "false",
+            "--plots", "false", "--eval-every", "2", "--eval-suite", env, "--eval-limit", "3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "rewards/python_env/mean" in m]
+    assert [m["step"] for m in steps] == [1, 2] and all("tools/calls_mean" in m for m in steps)
+    rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert rollouts and all("<tools>" in r["prompt"] and r["info"]["status"] == "ok" for r in rollouts)
+    out = tmp_path / "eval"
+    e = cli("eval", str(run / "checkpoints" / "step-000002"), "--env", env, "--limit", "3", "--output", str(out),
+            "--max-new-tokens", "8", "--quiet")
+    assert e.returncode == 0, e.stderr[-2000:]
+    name = envs.short_name(env)
+    results = json.loads((out / "results.json").read_text())
+    assert results["results"][name]["n"] == 3 and results["details"][name]["grader_status"] == {"ok": 3}
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("train", "--env", "python:no_such_module_xyz:Env", "--steps", "1"), "cannot import"),
+    (("train", "--env", f"python:{ENVS}:IncrementEnv", "--tools", "python", "--steps", "1"), "brings its own tools"),
+    (("train", "--env", f"python:{ENVS}:IncrementEnv?sizes=3", "--steps", "1"), "unknown option 'sizes'"),
+])
+def test_cli_bad_python_environment_is_one_line(args, needle, tmp_path):
+    one_line_error(cli(*args, cwd=tmp_path), needle)
+
+
+def test_a_tool_without_a_docstring_is_refused_at_start_up(tmp_path):
+    env = tmp_path / "bare.py"
+    env.write_text("class Bare:\n    def reset(self, **kw):\n        return 'go'\n    def get_reward(self):\n"
+                   "        return 0.0\n    def poke(self, x: int) -> int:\n        return x\n")
+    with pytest.raises(RewardlabError, match="tool 'poke'.*docstring"):
+        envs.load_rows(f"python:{env}:Bare", "train")
