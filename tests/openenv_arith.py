@@ -2,7 +2,8 @@
 
 reset(seed) poses "What is a + b?" with a and b drawn from the seed; one step with ``message`` ends the
 episode, rewarded 1.0 when the message's last number is the sum, else 0.0. ``mode`` (a class attribute)
-lets a test make it misbehave: ``"multi"`` never ends an episode, ``"raise"`` fails every step.
+lets a test make it misbehave: ``"multi"`` never ends an episode, ``"raise"`` fails every step; ``"retry"``
+answers a wrong reply with "No. Try again." and ends at the right one or the third step.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class ArithEnvironment(Environment):
         self._state.step_count += 1
         numbers = re.findall(r"-?\d+", action.message)
         right = bool(numbers) and int(numbers[-1]) == self._answer
+        if self.mode == "retry" and not right and self._state.step_count < 3:  # another try, told it was wrong
+            return ArithObservation(prompt="No. Try again.", done=False, reward=0.0)
         return ArithObservation(prompt="", done=self.mode != "multi", reward=1.0 if right else 0.0)
 
     @property

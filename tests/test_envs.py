@@ -293,6 +293,43 @@ def test_openenv_episodes_that_cannot_be_graded_say_why(arith_server, mode, stat
     assert got.status == status and got.score == 0.0
 
 
+def test_openenv_episodes_run_one_step_per_model_turn_until_the_server_says_done(arith_server, monkeypatch,
+                                                                                   tiny_model_dir):
+    """Multi-turn: each model turn is one ``step``; the server's reply comes back as a user message through the chat
+    template (encoded alone, loss mask 0) until the episode is done; its last reward is the episode's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rewardlab.envs.openenv import OpenEnvEpisode
+    from rewardlab.rollout.base import SamplingParams, format_prompt
+    from rewardlab.rollout.episodes import rollout_episodes
+    from rewardlab.rollout.multiturn import feedback_ids
+    from rewardlab.rollout.tool_settings import ToolSettings
+    from scripted import Scripted
+
+    monkeypatch.setattr(ArithEnvironment, "mode", "retry")
+    rows, _ = load_rows(f"openenv:{arith_server}?size=2", "train")
+    model, tok = (AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir))
+    prompts = [format_prompt(tok, r.prompt) for r in rows]
+
+    def run(script: list[int], times: int) -> list:
+        return rollout_episodes(Scripted(model, script, times=times), tok, prompts, 1,
+                                SamplingParams(max_new_tokens=12, seed=0), settings=ToolSettings(max_total_tokens=300),
+                                open_episode=lambda i: OpenEnvEpisode(rows[i]))
+
+    wrong = tok.encode(" 99", add_special_tokens=False) + [tok.eos_token_id]
+    for t in run(wrong, times=3):  # three wrong answers: two replies, then done at the third step
+        assert t.tool_calls == 3 and t.episode["status"] == "ok" and t.episode["reward"] == 0.0, t.episode
+        spans = [turn["observation"] for turn in t.turns if turn.get("observation")]
+        assert len(spans) == 2
+        for a, b in spans:
+            assert t.token_ids[a:b] == feedback_ids(tok, "No. Try again.", ended=True)
+            assert t.loss_mask[a:b] == [0] * (b - a)
+    right = _sum(rows[0].prompt[0]["content"])
+    first = run(tok.encode(f" {right}", add_special_tokens=False) + [tok.eos_token_id], times=1)[0]
+    assert first.tool_calls == 1 and first.episode == {"reward": 1.0, "status": "ok",
+                                                       "tool_seconds": first.episode["tool_seconds"]}
+
+
 def test_openenv_server_down_is_a_start_up_error_and_a_counted_status_later():
     from rewardlab.envs.openenv import openenv_reward
 

@@ -53,9 +53,9 @@ class Kind:
 KINDS: dict[str, Kind] = {
     "reasoning_gym": Kind("reasoning-gym's procedural datasets, scored by their own score_answer",
                           gym.rows, gym.catalogue, "reasoning-gym", gym.REWARD),
-    "openenv": Kind("an OpenEnv server at a URL: one seeded reset per row, the reward of one step (one model turn)",
+    "openenv": Kind("an OpenEnv server at a URL: one seeded reset per row, one step per model turn until it is done",
                     openenv.rows, openenv.catalogue, "openenv-core", openenv.REWARD,
-                    target="URL"),
+                    target="URL", episode=openenv.OpenEnvEpisode),
     "python": Kind("a Python class in TRL's environment_factory shape (reset, tools as methods, get_reward): "
                    "multi-turn, the model calls its tools in its chat template's format",
                    python_env.rows, python_env.catalogue, "", python_env.REWARD, target="MODULE:CLASS",

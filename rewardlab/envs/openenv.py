@@ -1,20 +1,21 @@
 """OpenEnv servers as environments: ``openenv:URL[?size=N&seed=S&prompt_field=F&action_field=A]``.
 
 An OpenEnv environment (Meta / Hugging Face ``openenv-core``) runs as a server; its client keeps one
-WebSocket session per episode (``reset`` then ``step``). Here an episode is one model turn:
+WebSocket session per episode (``reset`` then ``step``s):
 
 * rows: ``size`` sessions (default 256 for train, 64 for test), each reset with its own seed (derived from
   ``seed``, the split and the row), whose observation's ``prompt_field`` (default ``prompt``) is the user
   message;
-* reward: a fresh session reset with the row's seed, one ``step`` whose action is
-  ``{action_field: completion}`` (default ``message``), and the environment's reward for it.
+* episodes (:class:`OpenEnvEpisode`, through :mod:`rewardlab.rollout.episodes` in train and eval): a session
+  reset with the row's seed, then one ``step({action_field: turn})`` per model turn (default field
+  ``message``); while the server says not done, the observation's ``prompt_field`` is the next user message;
+* reward: the episode's last step's reward (:func:`openenv_reward` reads the episode's verdict; outside an
+  episode it plays the completion as the one action of a fresh session).
 
-So the environment must be deterministic given its reset seed (it is asked twice: for the prompt and
-again to grade). Statuses besides ``ok``: ``not_done`` (the episode wants more turns: a multi-turn
-environment, which this adapter does not drive; score 0, counted), ``no_reward`` (done without a reward),
-``env_error`` (the server refused the action or raised), ``env_unreachable`` (no server at the URL). Each
-reward call is bounded by the pool's deadline, like every reward. A server that is down when the rows are
-loaded is a one-line error at start-up.
+So the environment must be deterministic given its reset seed (it is reset once for the prompt and again for
+the episode). Statuses besides ``ok``: ``not_done`` (the turns or tokens ran out first), ``no_reward`` (done
+without a reward), ``env_error`` (the server refused the action or raised), ``env_timeout``, ``env_unreachable``
+(no server at the URL). A server that is down when the rows are loaded is a one-line error at start-up.
 """
 
 from __future__ import annotations
@@ -65,9 +66,58 @@ def _run(url: str, reset: dict, action: dict | None) -> tuple[dict, Any]:
     return asyncio.run(_episode(url, reset, action))
 
 
-def openenv_reward(completion: str, reference: Any = None, **meta: Any) -> RewardResult:
-    """The OpenEnv server's reward for ``completion`` as the one action of the row's episode; ``reference`` is
-    ``{"url", "reset": {...}, "action_field"}``."""
+class OpenEnvEpisode:
+    """One multi-turn episode on the server (:class:`rewardlab.rollout.episodes.Episode`, a turn environment): a
+    session reset with the row's seed, then one ``step({action_field: turn})`` per model turn; while the episode is
+    not done, the observation's ``prompt_field`` comes back as the next user message."""
+
+    def __init__(self, row: Row) -> None:
+        ref = row.reference
+        self.action_field, self.field = str(ref.get("action_field", "message")), str(ref.get("prompt_field", "prompt"))
+        self.client = _client(ref["url"]).sync()
+        self.client.connect()
+        self.result: Any = None
+        first = dict(self.client.reset(**dict(ref.get("reset") or {})).observation or {})
+        if first.get(self.field) != row.prompt[-1]["content"]:
+            self.close()
+            raise RewardlabError("reset gave a different prompt than the row's: the environment is not deterministic "
+                                 "under its reset seed")
+
+    def respond(self, turn: str) -> list[dict] | None:
+        self.result = self.client.step({self.action_field: turn})
+        if self.result.done:
+            return None
+        text = dict(self.result.observation or {}).get(self.field)
+        if not isinstance(text, str):
+            raise RewardlabError(f"the observation has no text field {self.field!r} to show the model")
+        return [{"role": "user", "content": text}]
+
+    def finish(self) -> dict:
+        self.close()
+        if self.result is None or not self.result.done:
+            return {"reward": None, "status": "not_done"}
+        reward = self.result.reward
+        if reward is None or isinstance(reward, bool) or not math.isfinite(float(reward)):
+            return {"reward": None, "status": "no_reward", "error": f"the server's reward: {reward!r}"}
+        return {"reward": float(reward), "status": "ok"}
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001 - closing a session that already failed
+            pass
+
+
+def openenv_reward(completion: str, reference: Any = None, *, episode: dict | None = None, **meta: Any
+                   ) -> RewardResult:
+    """The OpenEnv server's reward. In train and eval the episode ran through :class:`OpenEnvEpisode` and
+    ``episode`` is its verdict; outside an episode, ``completion`` is the one action of the row's episode, a fresh
+    session (``reference`` is ``{"url", "reset": {...}, "action_field"}``)."""
+    if episode is not None:
+        info = {k: v for k, v in episode.items() if k != "reward"}
+        if episode.get("reward") is None:
+            return RewardResult(0.0, {**info, "status": str(episode.get("status") or "env_error")})
+        return RewardResult(float(episode["reward"]), {**info, "status": "ok"})
     if not isinstance(reference, dict) or not isinstance(reference.get("url"), str):
         return RewardResult(None, {"status": "not_gradable", "reason": "reference is not an OpenEnv row"})
     action = {str(reference.get("action_field", "message")): str(completion)}
@@ -117,7 +167,7 @@ def rows(spec: EnvSpec, split: str, *, limit: int | None = None, seed: int = 0) 
             raise RewardlabError(f"openenv:{url}: the observation has no text field {field!r} (fields: "
                                  f"{', '.join(sorted(obs)) or 'none'}); pass ?prompt_field=NAME")
         out.append(Row(id=f"openenv/{split}/{i}", prompt=[{"role": "user", "content": obs[field]}],
-                       reference={"url": url, "reset": reset, "action_field": action_field},
+                       reference={"url": url, "reset": reset, "action_field": action_field, "prompt_field": field},
                        meta={"reward": REWARD, "env": spec.text}))
     blob = json.dumps([[r.id, r.prompt, r.reference] for r in out], sort_keys=True)
     return out, {"source": "env", "env": spec.text, "kind": "openenv", "url": url, "split": split, "seed": base,

@@ -15,7 +15,9 @@ one per rollout too: :mod:`rewardlab.envs.python_env`). The loop, per trajectory
    (:func:`~rewardlab.rollout.toolcalls.messages_ids`: the template's own separators, encoded alone and appended
    with loss mask 0), and the model samples again, until ``max_turns`` tool calls, or the token budget.
 
-Then the episode gives its verdict (``Episode.finish``: the environment's own reward, or a status saying why
+A turn environment (an OpenEnv server: ``Episode.respond``) takes the whole turn as its action instead, and its
+reply comes back as user messages until it says the episode is over (a turn cut by the budget is still sent,
+as the last). Then the episode gives its verdict (``Episode.finish``: the environment's own reward, or a status saying why
 there is none), kept on the completion as ``Completion.episode`` for the environment's reward to read. Every
 trained token is a token the engine sampled: the turns are never re-tokenised (the multi-turn rollout's rule,
 :mod:`rewardlab.rollout.multiturn`). A tool that hangs is left behind in its (daemon) thread and the episode
@@ -41,7 +43,10 @@ from rewardlab.rollout.toolcalls import messages_ids, tool_calls_of
 
 
 class Episode(Protocol):
-    """One environment instance driving one trajectory."""
+    """One environment instance driving one trajectory. A tool environment has ``call``: the model's
+    ``<tool_call>`` blocks run through it. A turn environment (OpenEnv: each model turn is one ``step``) has
+    ``respond(turn_text) -> messages or None`` instead: the environment's reply to a turn (user messages), or
+    None when the episode is over."""
 
     def call(self, name: str, arguments: dict) -> Any:
         """Run tool ``name`` with ``arguments``; its result (sent back as text). Raises on a bad call."""
@@ -127,6 +132,30 @@ def _run_calls(ep: _Open, calls: list[dict], lim: Limits) -> list[dict]:
     return records
 
 
+def _respond(ep: _Open, turn: str, lim: Limits) -> tuple[list[dict], list[dict]]:
+    """A turn environment's reply to ``turn`` (bounded like a tool call): its messages ([] when the episode is over
+    or broke) and one record of the step."""
+    left = lim.episode - ep.seconds
+    if left <= 0:
+        ep.broken, ep.error = "env_timeout", "the episode's time budget is spent"
+        return [], [{"name": "step", "status": "budget"}]
+    t0 = time.monotonic()
+    try:
+        reply = bounded(lambda: ep.episode.respond(turn), min(lim.timeout, left))
+    except Hung as e:
+        ep.broken, ep.error = "env_timeout", f"step: {e}"
+        return [], [{"name": "step", "status": "timeout"}]
+    except Exception as e:  # noqa: BLE001 - the environment failed: the episode ends, counted
+        ep.broken, ep.error = "env_error", f"step: {type(e).__name__}: {e}"[:300]
+        return [], [{"name": "step", "status": "env_error"}]
+    finally:
+        ep.seconds += time.monotonic() - t0
+    msgs = [dict(m) for m in reply or []]
+    for m in msgs:
+        m["content"] = str(m.get("content", ""))[: lim.chars] if lim.chars else str(m.get("content", ""))
+    return msgs, [{"name": "step", "status": "ok", "result": " ".join(m["content"] for m in msgs)}]
+
+
 def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
                      open_episode: Callable[[int], Any], settings: ToolSettings | None = None,
                      max_model_tokens: int | None = None, batch_size: int = 64, engine: Any = None
@@ -154,17 +183,24 @@ def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sam
     def after_turn(live: list[Trajectory]) -> None:
         for t in live:
             t.turns[-1]["calls"] = []
-            if t.finish_reason != "stop":  # a budget ended it: the episode is over
-                continue
-            a, b = t.turns[-1]["sampled"]
-            _, calls = tool_calls_of(tokenizer.decode(t.token_ids[a:b], skip_special_tokens=False))
-            if not calls:  # the final answer
-                continue
             ep = open_[id(t)]
-            records = _run_calls(ep, calls, lim)
+            turn_env = hasattr(ep.episode, "respond")
+            if t.finish_reason != "stop" and not (turn_env and t.finish_reason == "length"):
+                continue  # a budget ended a tool environment's turn: the episode is over, the turn not parsed
+            a, b = t.turns[-1]["sampled"]
+            if turn_env and a == b:  # the budget left no token for this turn: nothing to send
+                continue
+            if turn_env:  # a turn environment: the turn is the action (a turn cut by the budget is its last)
+                msgs, records = _respond(ep, tokenizer.decode(t.token_ids[a:b], skip_special_tokens=True), lim)
+                msgs = msgs if t.finish_reason == "stop" else []
+            else:  # a tool environment: the turn's tool calls run
+                _, calls = tool_calls_of(tokenizer.decode(t.token_ids[a:b], skip_special_tokens=False))
+                records = _run_calls(ep, calls, lim)
+                msgs = [{"role": "tool", "name": r["name"], "content": r["result"]} for r in records]
             t.turns[-1]["calls"] = records
             t.tool_calls += len(records)
-            msgs = [{"role": "tool", "name": r["name"], "content": r["result"]} for r in records]
+            if not msgs:  # the final answer (or the environment ended the episode)
+                continue
             ids = messages_ids(tokenizer, msgs, ended=bool(t.token_ids) and t.token_ids[-1] in eos)
             t.turns[-1]["observation"] = insert_ids(t, ids, lim.total)
             t.finish_reason = None
