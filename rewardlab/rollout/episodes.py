@@ -17,8 +17,8 @@ one per rollout too: :mod:`rewardlab.envs.python_env`). The loop, per trajectory
 
 A turn environment (an OpenEnv server: ``Episode.respond``) takes the whole turn as its action instead, and its
 reply comes back as user messages until it says the episode is over (a turn cut by the budget is still sent,
-as the last). Then the episode gives its verdict (``Episode.finish``: the environment's own reward, or a status saying why
-there is none), kept on the completion as ``Completion.episode`` for the environment's reward to read. Every
+as the last). Then the episode gives its verdict (``Episode.finish``: the environment's own reward, or a status
+saying why there is none), kept on the completion as ``Completion.episode`` for the environment's reward to read. Every
 trained token is a token the engine sampled: the turns are never re-tokenised (the multi-turn rollout's rule,
 :mod:`rewardlab.rollout.multiturn`). A tool that hangs is left behind in its (daemon) thread and the episode
 ends with status ``env_timeout``: Python cannot kill a thread, so a hung environment holds a thread, never the run.
