@@ -113,3 +113,34 @@ def test_each_rank_gets_an_equal_count_and_a_balanced_share_of_the_tokens():
     assert max(tokens) - min(tokens) < (max(contiguous) - min(contiguous)) / 3, (tokens, contiguous)
     assert share(1, budget=0) == samples[8:16]  # by count: the contiguous block, as before
     assert share(1, packing="groups") == samples[8:16]  # group packing keeps a prompt's rows together
+
+
+def test_the_critics_old_values_pass_is_cut_by_the_token_budget_too():
+    """PPO's critic pass before the update: micro-batches by ``--max-tokens-per-micro-batch`` when it is set (padded
+    positions within the budget), by ``--micro-batch-size`` otherwise; every sample's values land in its row."""
+    from rewardlab.train.loop import old_values
+
+    lengths = [3, 40, 5, 38, 2, 36]
+    kept = [SimpleNamespace(prompt_ids=[1, 2, 3, 4], token_ids=[7] * n) for n in lengths]
+    seen = []
+
+    class Critic:
+        def eval(self):
+            return self
+
+        def values(self, micro, pad_id, device, autocast=None):
+            seen.append([len(s.token_ids) for s in micro])
+            width = max(len(s.token_ids) for s in micro)
+            return torch.tensor([[float(len(s.token_ids))] * width for s in micro])  # (b, R)
+
+    def run(budget: int) -> SimpleNamespace:
+        return SimpleNamespace(sizes=SimpleNamespace(micro_batch_size=4, max_tokens_per_micro_batch=budget),
+                               critic=Critic(), tok=SimpleNamespace(pad_token_id=0), device="cpu", autocast=None)
+
+    out = old_values(run(0), kept, 40)
+    assert seen == [lengths[:4], lengths[4:]]  # by count
+    assert out[:, 0].tolist() == [float(n) for n in lengths]
+    seen.clear()
+    out = old_values(run(100), kept, 40)
+    assert all(padded_cost([(0, 4, n) for n in sizes]) <= 100 for sizes in seen) and len(seen) > 2
+    assert [n for sizes in seen for n in sizes] == lengths and out[:, 0].tolist() == [float(n) for n in lengths]

@@ -59,6 +59,7 @@ from rewardlab.train.logprobs import loss_mask
 from rewardlab.train.metrics import gen_metrics, step_metrics, tool_metrics
 from rewardlab.train.process import Interrupted, StopFlag, oom, oom_error, set_threads
 from rewardlab.train.samples import Batch, Sample, logprobs_of, rollout_seed
+from rewardlab.train.sizes import micro_spans
 from rewardlab.train.state import Run, run_sampling
 from rewardlab.train.update import update_policy
 
@@ -297,14 +298,18 @@ def set_advantages(run: Run, kept: list[Sample]) -> None:
 
 
 def old_values(run: Run, kept: list[Sample], width: int) -> torch.Tensor:
-    """``(N, width)`` the critic's V(s_t) for every kept sample, before any update (no grad)."""
+    """``(N, width)`` the critic's V(s_t) for every kept sample, before any update (no grad), in micro-batches cut
+    as the update cuts them (``--micro-batch-size`` rows, or ``--max-tokens-per-micro-batch`` padded positions)."""
     out = torch.zeros(len(kept), width)
-    size = run.sizes.micro_batch_size
+    sz = run.sizes
+    prompt_of: dict[tuple[int, ...], int] = {}
+    shapes = [(prompt_of.setdefault(tuple(s.prompt_ids), len(prompt_of)), len(s.prompt_ids), len(s.token_ids))
+              for s in kept]  # (prompt id, prompt tokens, response tokens); the critic's rows are padded
     run.critic.eval()
     with torch.no_grad():
-        for i in range(0, len(kept), size):
-            v = run.critic.values(kept[i : i + size], run.tok.pad_token_id, run.device, autocast=run.autocast)  # (b, R)
-            out[i : i + v.shape[0], : v.shape[1]] = v.float().cpu()
+        for a, b in micro_spans(shapes, count=sz.micro_batch_size, budget=sz.max_tokens_per_micro_batch):
+            v = run.critic.values(kept[a:b], run.tok.pad_token_id, run.device, autocast=run.autocast)  # (b-a, R)
+            out[a : a + v.shape[0], : v.shape[1]] = v.float().cpu()
     return out
 
 
