@@ -12,9 +12,9 @@ Workloads:
 
 * ``longtail``: a small random Qwen2 (hidden 256, 4 layers), 4 prompts x 8 completions, prompts of 60-200 tokens,
   completion lengths lognormal with mean about 300, capped at 2,048 (the reasoning-model shape);
-* ``gsm8k``: the embedded SmolLM2-135M-Instruct (top 4 blocks trained), 4 GSM8K questions x 8, prompt and
-  completion lengths those of GSM8K test questions and their reference solutions (``REWARDLAB_DATA_DIR``):
-  short answers after a long shared prompt, where group packing should pay.
+* ``gsm8k``: the embedded SmolLM2-135M-Instruct (top 4 blocks trained), 4 GSM8K groups x 8, prompt and
+  completion lengths those the embedded model itself sampled on GSM8K test questions at temperature 1
+  (:data:`LENGTHS`, made by ``bench/rollout_lengths.py``): the shape of the default recipe's own batches.
 
     .venv/bin/python bench/packing.py                                  # both workloads
     .venv/bin/python bench/packing.py --workloads longtail --json out.json
@@ -40,6 +40,8 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+LENGTHS = Path(__file__).parent / "data" / "rollout_lengths.json"
+"""The ``gsm8k`` workload's lengths: the embedded model's own GSM8K rollouts (``bench/rollout_lengths.py``)."""
 LAYOUTS = {"padded": ("none", 0), "token-budget": ("none", 1), "packed": ("sequences", 1),
            "group-packed": ("groups", 1)}
 """Bench name -> (``--packing``, whether the micro-batches are cut by the token budget)."""
@@ -54,15 +56,13 @@ def shapes(workload: str, seed: int) -> list[tuple[int, int, int]]:
             p = rng.randint(60, 200)
             out += [(g, p, min(2048, max(8, int(rng.lognormvariate(5.3, 0.75))))) for _ in range(8)]
         return out
-    data = Path(os.environ.get("REWARDLAB_DATA_DIR", "../shared/data")) / "gsm8k"
-    files = sorted(data.glob("*test*.jsonl")) or sorted(data.glob("*.jsonl"))
-    rows = [json.loads(x) for x in files[0].read_text().splitlines()[:200] if x.strip()]
-    rng.shuffle(rows)
+    if not LENGTHS.is_file():
+        raise SystemExit(f"{LENGTHS} is missing: make it with python bench/rollout_lengths.py (the embedded model's "
+                         "real GSM8K rollouts)")
+    groups = json.loads(LENGTHS.read_text())["groups"]
     out = []
-    for g, row in enumerate(rows[:4]):  # whitespace tokens x 1.3: the ratio of SmolLM2's tokenizer on GSM8K text
-        p = 40 + int(1.3 * len(str(row.get("question", "")).split()))
-        lens = [int(1.3 * len(str(r.get("answer", "")).split())) for r in rng.sample(rows, 8)]
-        out += [(g, p, max(4, n)) for n in lens]
+    for g, group in enumerate(rng.sample(groups, 4)):  # 4 of the recorded groups, each with its 8 real completions
+        out += [(g, int(group["prompt_tokens"]), max(1, int(n))) for n in group["completion_tokens"][:8]]
     return out
 
 
