@@ -46,8 +46,8 @@ def run_episodes(url: str, model_dir: str, n: int, temperature: float) -> list:
     env = vf.load_environment(SingleAgentEnvConfig(
         taskset=vf.TasksetConfig(id="vf_tiny_qa"),
         agent=vf.AgentConfig(harness=vf.HarnessConfig(id="null"), runtime=SubprocessConfig())))
-    ctx = vf.ModelContext(model="tiny", client=vf.TrainClientConfig(base_url=f"{url}/v1", renderer_model_name=model_dir),
-                          sampling=vf.Sampling(temperature=temperature, max_tokens=8))
+    client = vf.TrainClientConfig(base_url=f"{url}/v1", renderer_model_name=model_dir)
+    ctx = vf.ModelContext(model="tiny", client=client, sampling=vf.Sampling(temperature=temperature, max_tokens=8))
 
     async def go():
         async with env.serving():
