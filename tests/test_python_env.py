@@ -255,3 +255,21 @@ def test_a_tool_without_a_docstring_is_refused_at_start_up(tmp_path):
                    "        return 0.0\n    def poke(self, x: int) -> int:\n        return x\n")
     with pytest.raises(RewardlabError, match="tool 'poke'.*docstring"):
         envs.load_rows(f"python:{env}:Bare", "train")
+
+
+def test_a_plain_task_trains_while_a_python_environment_is_its_held_out_eval(tiny_model_dir, tmp_path):
+    env = spec("IncrementEnv", size=4)
+    run = tmp_path / "run"
+    r = cli("train", "--task", "arith", "--model", str(tiny_model_dir), "--steps", "1", "--output-dir", str(run),
+            "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "8", "--progress", "false",
+            "--plots", "false", "--eval-every", "1", "--eval-suite", f"arith, {env}", "--eval-limit", "2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    name = envs.short_name(env)
+    evals = [m for m in metrics if f"eval/{name}/problems" in m]
+    assert [m["step"] for m in evals] == [0, 1] and all(m[f"eval/{name}/problems"] == 2 for m in evals)
+    assert all("eval/arith/problems" in m for m in evals)
+    samples = [json.loads(x) for x in (run / "eval" / "samples.jsonl").read_text().splitlines()]
+    assert {s["status"] for s in samples if s["id"].startswith("python/")} == {"ok"}  # graded from its episodes
+    rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert rollouts and all("<tools>" not in r["prompt"] for r in rollouts)  # the arith prompts stay plain

@@ -93,6 +93,19 @@ def episode_opener(name: str) -> Callable[[tasks.Row], Any] | None:
     return KINDS[spec_of(name).kind].episode if is_env(name) else None
 
 
+def is_episode(row: tasks.Row) -> bool:
+    """Whether a row is a multi-turn environment's (its episodes open with :func:`open_episode`)."""
+    return episode_opener(str((row.meta or {}).get("env", ""))) is not None
+
+
+def open_episode(row: tasks.Row) -> Any:
+    """A fresh episode on a multi-turn environment's row (its kind's :attr:`Kind.episode`)."""
+    opener = episode_opener(str((row.meta or {}).get("env", "")))
+    if opener is None:
+        raise RewardlabError(f"row {row.id!r} is not a multi-turn environment's")
+    return opener(row)
+
+
 def short_name(text: str) -> str:
     """A folder- and metric-safe name of an environment spec: ``reasoning_gym-spell_backward``, plus the first 8
     hex digits of the spec's sha256 when it has options (two option sets never share a name)."""

@@ -33,7 +33,7 @@ from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.async_worker import GENERATION_PRELOAD
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
 from rewardlab.train.sizes import derive
-from rewardlab.train.config import TrainConfig, resolve_algo, to_dict, tools_of, total_token_budget
+from rewardlab.train.config import TrainConfig, episodic, resolve_algo, to_dict, tools_of, total_token_budget
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
 from rewardlab.train.lora import apply_lora, full_state_dict_for_engine, trainable_parameters
@@ -294,13 +294,10 @@ def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBas
             world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
             full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)
     engine = make_engine(engine_kind(cfg), model, tok, **engine_kw)
-    opener = envs.episode_opener(cfg.task)
-    if opener is not None:  # --- multi-turn environment: the model calls its tools, episode by episode ---
-        def is_episode(row: Row) -> bool:  # a held-out benchmark of plain tasks samples through the plain engine
-            return envs.episode_opener(str((row.meta or {}).get("env", ""))) is not None
-
-        return EpisodeEngine(model, tok, open_episode=opener, settings=tools_of(cfg), batch_size=cfg.rollout_batch_size,
-                             base=engine, drives=ENGINES[cfg.rollout].drives_tool_loop, is_episode=is_episode)
+    if episodic(cfg):  # --- multi-turn environments (the task's, an --eval-suite's): episode by episode ---
+        return EpisodeEngine(model, tok, open_episode=envs.open_episode, settings=tools_of(cfg),
+                             batch_size=cfg.rollout_batch_size, base=engine,
+                             drives=ENGINES[cfg.rollout].drives_tool_loop, is_episode=envs.is_episode)
     if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
         # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)
         settings = tools_of(cfg, max_total_tokens=total_token_budget(cfg))

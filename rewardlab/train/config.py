@@ -419,9 +419,8 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.feedback_train_every < 0 or (cfg.feedback_train_every and cfg.feedback != "policy"):
         raise RewardlabError("--feedback-train-every k trains the critic that is the policy (--feedback policy); "
                              "a separate critic model is not trained (k >= 0)")
-    if envs.episode_opener(cfg.task) is not None and (cfg.tools != "none" or cfg.feedback != "none"
-                                                      or cfg.async_steps > 0):
-        raise RewardlabError(f"--task {cfg.task}: a multi-turn environment brings its own tools; it runs without "
+    if episodic(cfg) and (cfg.tools != "none" or cfg.feedback != "none" or cfg.async_steps > 0):
+        raise RewardlabError(f"{episodic(cfg)[0]}: a multi-turn environment brings its own tools; it runs without "
                              "--tools, --feedback and --async-steps")
     if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
         raise RewardlabError(
@@ -463,6 +462,12 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError(f"--threads must be >= 1, got {cfg.threads}")
     check_device_spelling(cfg.device)
     resolve_algo(cfg)  # every algorithm field, checked once, by algos.Algo.check
+
+
+def episodic(cfg: TrainConfig) -> list[str]:
+    """The multi-turn environments among the run's task and ``--eval-suite`` (their episodes need the episode
+    engine)."""
+    return [name for name in [cfg.task, *eval_suite_names(cfg.eval_suite)] if envs.episode_opener(name) is not None]
 
 
 def eval_suite_names(spec: str | None) -> list[str]:
