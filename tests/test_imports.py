@@ -32,7 +32,7 @@ FLAT = {  # first dotted part under rewardlab -> package (flat modules of the ol
     "sandbox": "sandbox", "isolation": "sandbox",
     "__main__": "cli",
 }
-UTILITIES = {"errors", "locks", "logging", "plots", "jsonl", "fields", "seeds", "forkserver"}
+UTILITIES = {"errors", "locks", "logging", "plots", "jsonl", "fields", "seeds", "forkserver", "bounded"}
 TOP = {"commands", "cli", "server"}
 ALLOWED: dict[str, set[str]] = {
     **{u: {"errors"} for u in UTILITIES},
@@ -43,8 +43,8 @@ ALLOWED: dict[str, set[str]] = {
     "models": {"errors"},
     "tasks": {"models", "errors", "rewards", "jsonl"},
     # environments: rows (tasks.Row) and their own rewards (RewardResult) from outside packages
-    "envs": {"tasks", "rewards", "errors", "seeds"},
-    "rollout": {"models", "errors", "fields", "seeds"},
+    "envs": {"tasks", "rewards", "errors", "seeds", "bounded"},
+    "rollout": {"models", "errors", "fields", "seeds", "bounded"},
     # train and eval run a tool rollout's code in the sandbox (--tools python)
     "train": {"algos", "rewards", "rollout", "sandbox", "tasks", "envs", "models", "logging", "plots", "locks",
               "errors", "fields", "seeds", "forkserver"},

@@ -273,3 +273,112 @@ def test_a_plain_task_trains_while_a_python_environment_is_its_held_out_eval(tin
     assert {s["status"] for s in samples if s["id"].startswith("python/")} == {"ok"}  # graded from its episodes
     rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
     assert rollouts and all("<tools>" not in r["prompt"] for r in rollouts)  # the arith prompts stay plain
+
+
+# ----------------------------------------------------------------------------- hostile environments
+
+HOSTILE = HERE / "hostile_envs.py"
+
+
+def hostile(cls: str, **options) -> str:
+    query = "&".join(f"{k}={v}" for k, v in options.items())
+    return f"python:{HOSTILE}:{cls}" + (f"?{query}" if query else "")
+
+
+def forced(tiny, cls: str, calls: list[tuple[str, dict]], *, n: int = 1, **settings):
+    """Episodes of ``cls`` (one row) where the model's first turn makes ``calls``."""
+    model, tok = tiny
+    rows, _ = envs.load_rows(hostile(cls, size=1), "train")
+    text = "".join(f'<tool_call>{json.dumps({"name": name, "arguments": args})}</tool_call>' for name, args in calls)
+    script = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+    return episodes(Scripted(model, script), tok, rows, n=n, tokens=len(script) + 8,
+                    settings=ToolSettings(**{"max_turns": 3, **settings}))
+
+
+@pytest.mark.parametrize(("tool", "needle"), [("exit", "SystemExit: 3"), ("interrupt", "KeyboardInterrupt"),
+                                              ("badstr", "BadStr: (its message could not be read)")])
+def test_whatever_a_tool_raises_goes_back_to_the_model_and_the_run_goes_on(tiny, tool, needle):
+    (t,) = forced(tiny, "Hostile", [(tool, {"x": 3})])
+    call = t.turns[0]["calls"][0]
+    assert call["status"] == "tool_error" and needle in call["result"], call
+    assert t.episode["status"] == "ok"
+
+
+def test_a_result_whose_text_takes_too_long_is_a_timeout(tiny):
+    t0 = time.monotonic()
+    (slow,) = forced(tiny, "Hostile", [("slowtext", {"x": 1})], tool_timeout=0.3)
+    assert time.monotonic() - t0 < 3 and slow.turns[0]["calls"][0]["status"] == "timeout"
+    assert slow.episode["status"] == "env_timeout"
+
+
+def test_a_call_that_returns_only_after_its_time_is_hung(monkeypatch):
+    """A C call that holds the interpreter lock (a backtracking regex) keeps the waiting thread from waking at the
+    deadline; when it returns late, its value is not taken. The clock is made to jump, so the test is exact."""
+    import rewardlab.bounded as b
+
+    clock = [0.0]
+    monkeypatch.setattr(b.time, "monotonic", lambda: clock[0])
+    with pytest.raises(b.Hung, match="returned after 10.0 s"):
+        b.bounded(lambda: clock.__setitem__(0, 10.0), 1.0)
+    clock[0] = 0.0
+    assert b.bounded(lambda: "fine", 1.0) == "fine"
+
+
+def test_max_turns_caps_the_calls_of_one_turn(tiny):
+    (t,) = forced(tiny, "Base", [("ping", {"x": k}) for k in range(4)], max_turns=2)
+    assert [c["status"] for c in t.turns[0]["calls"]] == ["ok", "ok", "max_turns", "max_turns"]
+    assert t.tool_calls == 2 and t.finish_reason == "max_turns" and t.episode["reward"] == 2.0
+
+
+@pytest.mark.parametrize(("cls", "status", "needle"), [
+    ("ExitInResetLater", "env_error", "SystemExit: 4"),
+    ("ExitInRewardLater", "env_error", "SystemExit: 5"),
+    ("GarbageResetLater", "env_error", "not deterministic"),
+])
+def test_an_environment_that_exits_or_changes_its_task_is_a_counted_status(tiny, cls, status, needle):
+    (t,) = forced(tiny, cls, [("ping", {"x": 1})])
+    assert t.episode["status"] == status and needle in t.episode["error"], t.episode
+
+
+def test_resets_that_hang_open_together_under_the_episodes_deadline(tiny):
+    t0 = time.monotonic()
+    trajs = forced(tiny, "SlowResetLater", [("ping", {"x": 1})], n=4, tool_episode_timeout=0.5)
+    assert time.monotonic() - t0 < 4  # four 5 s resets, waited on together for 0.5 s
+    assert {t.episode["status"] for t in trajs} == {"env_timeout"}
+
+
+def test_numeric_rewards_of_any_real_type_are_accepted(tiny):
+    (t,) = forced(tiny, "NumpyReward", [("ping", {"x": 1})])
+    assert t.episode == {"reward": 0.5, "status": "ok", "tool_seconds": t.episode["tool_seconds"]}
+
+
+def test_deeply_nested_json_in_a_tool_call_is_no_call():
+    assert tool_calls_of('<tool_call>{"name": "ping", "arguments": ' + "[" * 5000 + "]" * 5000 + "}</tool_call>")[1] \
+        == []
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    (hostile("MessagesReset"), "reset returned list"),
+    (hostile("Base", size="true"), "size must be a non-negative integer"),
+    (hostile("Base", seed="abc"), "seed must be a non-negative integer"),
+])
+def test_bad_environments_and_options_at_start_up_are_one_line_errors(env, needle):
+    with pytest.raises(RewardlabError, match=needle):
+        envs.load_rows(env, "train")
+
+
+def test_a_dataset_that_is_not_text_is_a_one_line_error(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    data.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(RewardlabError, match="cannot read it as UTF-8"):
+        envs.load_rows(spec("TargetEnv", dataset=data), "train")
+
+
+def test_a_class_built_on_dict_is_an_environment_as_in_trl():
+    rows, source = envs.load_rows(hostile("DictEnv", size=1), "train")
+    assert source["tools"] == ["ping"]
+
+
+def test_two_paths_that_sanitise_alike_get_different_names(tmp_path):
+    assert envs.short_name(f"python:{tmp_path}/a/b_c.py:E") != envs.short_name(f"python:{tmp_path}/a_b/c.py:E")
+    assert envs.short_name("reasoning_gym:spell_backward") == "reasoning_gym-spell_backward"

@@ -79,8 +79,9 @@ def test_eval_carries_its_tool_settings_from_the_same_declaration():
     assert EvalConfig(tools="python", max_turns=2, tool_format="chat").tool_settings() == ToolSettings(
         max_turns=2, tool_format="chat")  # the settings eval has no field for keep their defaults
     assert EvalConfig(max_total_tokens=None).max_total_tokens == 0  # None, the default of before, is 0
-    with pytest.raises(RewardlabError, match="--tool-timeout > 0"):
-        EvalConfig(tools="python", tool_timeout=0.0).check(custom_engine=False)
+    for bad in (0.0, float("inf"), 1e10):
+        with pytest.raises(RewardlabError, match=r"--tool-timeout in \(0, 86400\]"):
+            EvalConfig(tools="python", tool_timeout=bad).check(custom_engine=False)
 
 
 def test_config_fields_and_settings_of():

@@ -108,10 +108,11 @@ def open_episode(row: tasks.Row) -> Any:
 
 def short_name(text: str) -> str:
     """A folder- and metric-safe name of an environment spec: ``reasoning_gym-spell_backward``, plus the first 8
-    hex digits of the spec's sha256 when it has options (two option sets never share a name)."""
+    hex digits of the spec's sha256 when it has options or characters that had to be replaced (two option sets,
+    or two paths, never share a name)."""
     spec = spec_of(text)
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.kind}-{spec.name}").strip("_")
-    if not spec.options:
+    if not spec.options and base == f"{spec.kind}-{spec.name}":  # nothing was replaced: the name is the spec's
         return base
     return f"{base}-{hashlib.sha256(spec.text.encode()).hexdigest()[:8]}"
 

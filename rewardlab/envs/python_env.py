@@ -37,9 +37,11 @@ import json
 import math
 import random
 import sys
+import types
 from pathlib import Path
 from typing import Any, Callable
 
+from rewardlab.bounded import Hung, Raised, bounded
 from rewardlab.envs.spec import EnvSpec
 from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
@@ -50,6 +52,8 @@ SIZES = {"train": 1000, "test": 200}
 """Episodes (rows) per split when the spec gives no ``size``."""
 REWARD = "rewardlab.envs.python_env:episode_reward"
 """The rows' ``meta["reward"]``."""
+STARTUP_S = 60.0
+"""Seconds one ``reset`` may take while the rows load (a one-line error past them)."""
 RESERVED = ("reset", "get_reward")
 """Methods of an environment class that are not tools (TRL's reserved names)."""
 OPTIONS = {"size": "episodes per split (1,000 train / 200 test)", "seed": "the reset seeds' seed (the run's)",
@@ -112,8 +116,12 @@ def schemas(cls: type) -> list[dict]:
     names = tool_names(cls)
     if not names:
         raise RewardlabError(f"{cls.__name__}: no public method to expose as a tool")
-    inst = object.__new__(cls)  # bound methods without running __init__: only the signatures are read
-    return [tool_schema(getattr(inst, n)) for n in names]
+    out = []
+    for n in names:  # each function bound to a stand-in (only its signature is read: no instance is built)
+        fn = getattr(cls, n)
+        static = isinstance(inspect.getattr_static(cls, n), staticmethod)
+        out.append(tool_schema(fn if static else types.MethodType(fn, object())))
+    return out
 
 
 def seeded_reset(env: Any, kwargs: dict, seed: int) -> Any:
@@ -127,7 +135,7 @@ def seeded_reset(env: Any, kwargs: dict, seed: int) -> Any:
         np.random.seed(seed % 2**32)
     try:
         out = env.reset(**kwargs)
-        return asyncio.run(out) if inspect.isawaitable(out) else out
+        return asyncio.run(out) if inspect.isawaitable(out) else out  # awaited here: under the seed
     finally:
         random.setstate(state)
         if np is not None:
@@ -139,13 +147,17 @@ def _dataset_rows(path: str) -> list[tuple[Any, dict]]:
     file = Path(path)
     if not file.is_file():
         raise RewardlabError(f"dataset={path}: no such file")
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise RewardlabError(f"dataset={path}: cannot read it as UTF-8 text ({type(e).__name__})") from None
     out = []
-    for k, line in enumerate(file.read_text(encoding="utf-8").splitlines()):
+    for k, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             rec = None
         if not isinstance(rec, dict):
             raise RewardlabError(f"dataset={path}: line {k + 1} is not a JSON object")
@@ -154,11 +166,26 @@ def _dataset_rows(path: str) -> list[tuple[Any, dict]]:
 
 
 def _messages(prompt: Any, where: str) -> list[dict]:
+    """A prompt as chat messages: text, or a list of ``{"role": str, "content": str}``."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
-    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and "role" in m for m in prompt):
+    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                                                   and isinstance(m.get("content"), str) for m in prompt):
         return [dict(m) for m in prompt]
-    raise RewardlabError(f"{where}: no prompt (reset returned {type(prompt).__name__} and the row gives none)")
+    if prompt is None:
+        raise RewardlabError(f"{where}: no prompt (reset returned None and the row gives none)")
+    raise RewardlabError(f"{where}: the prompt must be text or chat messages with a role and text content")
+
+
+def _reset_once(cls: type, kwargs: dict, seed: int, where: str) -> str | None:
+    """The row's reset at start-up (bounded by :data:`STARTUP_S`): what it returned, a str or None."""
+    try:
+        first = bounded(lambda: seeded_reset(cls(), kwargs, seed), STARTUP_S)
+    except (Hung, Raised) as e:
+        raise RewardlabError(f"{where}: reset failed ({e})") from None
+    if first is not None and not isinstance(first, str):
+        raise RewardlabError(f"{where}: reset returned {type(first).__name__}; it returns the prompt (str) or None")
+    return first
 
 
 def rows(spec: EnvSpec, split: str, *, limit: int | None = None, seed: int = 0) -> tuple[list[Row], dict[str, Any]]:
@@ -169,25 +196,26 @@ def rows(spec: EnvSpec, split: str, *, limit: int | None = None, seed: int = 0) 
         raise RewardlabError(f"{spec.text}: unknown option {unknown[0]!r}; choose from {', '.join(OPTIONS)}")
     cls = load_class(spec.name)
     tools = schemas(cls)
+    for key in ("seed", "size"):
+        value = spec.options.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise RewardlabError(f"{spec.text}: {key} must be a non-negative integer, got {value!r}")
     base = int(spec.options.get("seed", seed))
     if "dataset" in spec.options:
         given = _dataset_rows(str(spec.options["dataset"]))
     else:
         size = spec.options.get("size", SIZES[split])
-        if not isinstance(size, int) or size < 1:
+        if size < 1:
             raise RewardlabError(f"{spec.text}: size must be a positive integer, got {size!r}")
         given = [(None, {}) for _ in range(size)]
     given = given[:limit] if limit is not None else given
     out = []
     for k, (prompt, kwargs) in enumerate(given):
         rseed = derive_seed("python_env", base, split, k)
-        try:
-            first = seeded_reset(cls(), kwargs, rseed)
-        except Exception as e:  # noqa: BLE001 - at start-up: one line
-            raise RewardlabError(f"{spec.text}: reset failed on row {k}: {type(e).__name__}: {e}") from None
-        msgs = _messages(first if isinstance(first, str) else prompt, f"{spec.text} row {k}")
+        first = _reset_once(cls, kwargs, rseed, f"{spec.text} row {k}")
+        msgs = _messages(first if first is not None else prompt, f"{spec.text} row {k}")
         out.append(Row(id=f"python/{spec.name}/{split}/{k}", prompt=msgs,
-                       reference={"reset": kwargs, "reset_seed": rseed},
+                       reference={"reset": kwargs, "reset_seed": rseed, "reset_returned": first},
                        meta={"reward": REWARD, "env": spec.text, "tools": tools}))
     blob = json.dumps([[r.id, r.prompt, r.reference] for r in out], sort_keys=True, default=str)
     source = {"source": "env", "env": spec.text, "kind": "python", "class": spec.name, "split": split,
@@ -210,9 +238,9 @@ class PythonEpisode:
         self.env = cls()
         self.tools = set(tool_names(cls))
         first = seeded_reset(self.env, dict(row.reference["reset"]), int(row.reference["reset_seed"]))
-        if isinstance(first, str) and _messages(first, "reset")[-1]["content"] != row.prompt[-1]["content"]:
-            raise RewardlabError("reset gave a different prompt than the row's: the environment is not "
-                                 "deterministic under its reset seed")
+        if first != row.reference.get("reset_returned"):
+            raise RewardlabError("reset gave another prompt than the row's: the environment is not deterministic "
+                                 "under its reset seed")
 
     def call(self, name: str, arguments: dict) -> Any:
         if name not in self.tools:
@@ -222,9 +250,13 @@ class PythonEpisode:
     def finish(self) -> dict:
         out = self.env.get_reward()
         out = asyncio.run(out) if inspect.isawaitable(out) else out
-        if isinstance(out, bool) or not isinstance(out, (int, float)) or not math.isfinite(float(out)):
-            return {"reward": None, "status": "bad_reward", "error": f"get_reward returned {out!r}"[:200]}
-        return {"reward": float(out), "status": "ok"}
+        try:  # any real number (numpy and torch scalars too), not text or a bool
+            value = None if isinstance(out, (str, bytes, bool)) else float(out)
+        except (TypeError, ValueError, OverflowError):
+            value = None
+        if value is None or not math.isfinite(value):
+            return {"reward": None, "status": "bad_reward", "error": f"get_reward returned {type(out).__name__}"}
+        return {"reward": value, "status": "ok"}
 
 
 def episode_reward(completion: str, reference: Any = None, *, episode: dict | None = None, **meta: Any

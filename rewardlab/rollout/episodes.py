@@ -21,7 +21,9 @@ as the last). Then the episode gives its verdict (``Episode.finish``: the enviro
 saying why there is none), kept on the completion as ``Completion.episode`` for the environment's reward to read. Every
 trained token is a token the engine sampled: the turns are never re-tokenised (the multi-turn rollout's rule,
 :mod:`rewardlab.rollout.multiturn`). A tool that hangs is left behind in its (daemon) thread and the episode
-ends with status ``env_timeout``: Python cannot kill a thread, so a hung environment holds a thread, never the run.
+ends with status ``env_timeout``: Python cannot kill a thread, so a hung environment keeps its thread and the CPU
+it spins on (:mod:`rewardlab.bounded`), never the run's progress. Environments run in the trainer's process, as
+TRL runs them: one that calls ``os._exit`` ends the run.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from rewardlab.bounded import Hung, Raised, bounded, bounded_all
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.decode import eos_ids
@@ -57,32 +59,6 @@ class Episode(Protocol):
         ...
 
 
-class Hung(Exception):
-    """A call into the environment did not return within its time."""
-
-
-def bounded(fn: Callable[[], Any], seconds: float) -> Any:
-    """``fn()`` (awaited when it returns a coroutine: TRL's async tools) in a daemon thread, its result or its
-    exception; :class:`Hung` after ``seconds`` (the thread is left behind: Python cannot stop it)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out = fn()
-            box["value"] = asyncio.run(out) if inspect.isawaitable(out) else out
-        except BaseException as e:  # noqa: BLE001 - handed to the caller
-            box["error"] = e
-
-    thread = threading.Thread(target=run, name="rewardlab-env-call", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        raise Hung(f"no answer within {seconds:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 @dataclass
 class _Open:
     """An episode in flight: the environment, what it has cost, and why it broke (None while it is fine)."""
@@ -93,16 +69,25 @@ class _Open:
     error: str | None = None
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+def _text(value: Any, chars: int) -> str:
+    """A tool's result as the text the model sees (JSON unless it is text; awaited first when it is a coroutine:
+    TRL's async tools), cut at ``chars``."""
+    value = asyncio.run(value) if inspect.isawaitable(value) else value
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:chars] if chars else text
 
 
-def _run_calls(ep: _Open, calls: list[dict], lim: Limits) -> list[dict]:
-    """Run a turn's calls in order; one record per call (name, arguments, status, result text)."""
+def _run_calls(ep: _Open, calls: list[dict], lim: Limits, allowed: int) -> list[dict]:
+    """Run a turn's calls in order, at most ``allowed`` of them (what ``--max-turns`` leaves); one record per call
+    (name, arguments, status, result text). A call past the limit is not run; its record says so."""
     records = []
-    for call in calls:
+    for k, call in enumerate(calls):
         name = call["function"]["name"]
         rec: dict[str, Any] = {"name": name, "status": "ok"}
+        if k >= allowed:
+            rec.update(status="max_turns", result="error: the episode's tool-call limit is reached; not run")
+            records.append(rec)
+            continue
         try:
             args = json.loads(call["function"]["arguments"] or "{}")
             if not isinstance(args, dict):
@@ -119,15 +104,14 @@ def _run_calls(ep: _Open, calls: list[dict], lim: Limits) -> list[dict]:
             records.append(rec)
             continue
         t0 = time.monotonic()
-        try:
-            rec["result"] = _text(bounded(lambda: ep.episode.call(name, args), min(lim.timeout, left)))
+        try:  # the result's text is made inside the bound too (a hostile __str__ or a huge object)
+            rec["result"] = bounded(lambda: _text(ep.episode.call(name, args), lim.chars), min(lim.timeout, left))
         except Hung as e:
             rec.update(status="timeout", result=f"error: {e}")
             ep.broken, ep.error = "env_timeout", f"tool {name!r}: {e}"
-        except Exception as e:  # noqa: BLE001 - the environment's error goes back to the model as its result
-            rec.update(status="tool_error", result=f"error: {type(e).__name__}: {e}")
+        except Raised as e:  # the environment's error goes back to the model as its result
+            rec.update(status="tool_error", result=f"error: {e}"[: lim.chars or None])
         ep.seconds += time.monotonic() - t0
-        rec["result"] = rec["result"][: lim.chars] if lim.chars else rec["result"]
         records.append(rec)
     return records
 
@@ -141,19 +125,26 @@ def _respond(ep: _Open, turn: str, lim: Limits) -> tuple[list[dict], list[dict]]
         return [], [{"name": "step", "status": "budget"}]
     t0 = time.monotonic()
     try:
-        reply = bounded(lambda: ep.episode.respond(turn), min(lim.timeout, left))
+        msgs = bounded(lambda: _reply(ep.episode.respond(turn), lim.chars), min(lim.timeout, left))
     except Hung as e:
         ep.broken, ep.error = "env_timeout", f"step: {e}"
         return [], [{"name": "step", "status": "timeout"}]
-    except Exception as e:  # noqa: BLE001 - the environment failed: the episode ends, counted
-        ep.broken, ep.error = "env_error", f"step: {type(e).__name__}: {e}"[:300]
+    except Raised as e:  # the environment failed: the episode ends, counted
+        ep.broken, ep.error = "env_error", f"step: {e}"
         return [], [{"name": "step", "status": "env_error"}]
     finally:
         ep.seconds += time.monotonic() - t0
-    msgs = [dict(m) for m in reply or []]
-    for m in msgs:
-        m["content"] = str(m.get("content", ""))[: lim.chars] if lim.chars else str(m.get("content", ""))
     return msgs, [{"name": "step", "status": "ok", "result": " ".join(m["content"] for m in msgs)}]
+
+
+def _reply(reply: Any, chars: int) -> list[dict]:
+    """A turn environment's reply as messages: a list of ``{"role", "content": str}`` (None: the episode is over)."""
+    reply = asyncio.run(reply) if inspect.isawaitable(reply) else reply
+    if reply is None:
+        return []
+    if not isinstance(reply, list) or not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in reply):
+        raise TypeError(f"a reply must be a list of messages with a role, got {type(reply).__name__}")
+    return [{**m, "content": _text(m.get("content", ""), chars)} for m in reply]
 
 
 def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
@@ -171,14 +162,16 @@ def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sam
     eos = set(eos_ids(model, tokenizer))
     open_: dict[int, _Open] = {}
 
-    def start(trajs: list[Trajectory]) -> None:
-        for t in trajs:
-            try:
-                open_[id(t)] = _Open(bounded(lambda: open_episode(t.prompt_index), lim.timeout * 5 + 5))
-            except Exception as e:  # noqa: BLE001 - counted per episode, never a crash
-                open_[id(t)] = _Open(None, broken="env_error", error=f"reset: {type(e).__name__}: {e}")
-                t.finish_reason = "stop"
-                t.turns.append({"sampled": [0, 0], "calls": [], "observation": None})
+    def start(trajs: list[Trajectory]) -> None:  # every episode opens at once, under one deadline: the episode's
+        opened = bounded_all([lambda t=t: open_episode(t.prompt_index) for t in trajs], lim.episode)
+        for t, ep in zip(trajs, opened):
+            if not isinstance(ep, (Hung, Raised)):
+                open_[id(t)] = _Open(ep)
+                continue
+            status = "env_timeout" if isinstance(ep, Hung) else "env_error"  # counted per episode, never a crash
+            open_[id(t)] = _Open(None, broken=status, error=f"reset: {ep}")
+            t.finish_reason = "stop"
+            t.turns.append({"sampled": [0, 0], "calls": [], "observation": None})
 
     def after_turn(live: list[Trajectory]) -> None:
         for t in live:
@@ -195,10 +188,10 @@ def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sam
                 msgs = msgs if t.finish_reason == "stop" else []
             else:  # a tool environment: the turn's tool calls run
                 _, calls = tool_calls_of(tokenizer.decode(t.token_ids[a:b], skip_special_tokens=False))
-                records = _run_calls(ep, calls, lim)
+                records = _run_calls(ep, calls, lim, allowed=lim.turns - t.tool_calls)
                 msgs = [{"role": "tool", "name": r["name"], "content": r["result"]} for r in records]
             t.turns[-1]["calls"] = records
-            t.tool_calls += len(records)
+            t.tool_calls += sum(r["status"] != "max_turns" for r in records)
             if not msgs:  # the final answer (or the environment ended the episode)
                 continue
             ids = messages_ids(tokenizer, msgs, ended=bool(t.token_ids) and t.token_ids[-1] in eos)
@@ -217,15 +210,21 @@ def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sam
 
 
 def _verdict(ep: _Open, lim: Limits) -> dict:
-    """The episode's verdict: the environment's own (``finish``), or why there is none."""
+    """The episode's verdict: the environment's own (``finish``), or why there is none (a broken episode is still
+    closed, when its environment has ``close``: an OpenEnv session)."""
     if ep.broken is not None:
+        if ep.episode is not None and callable(getattr(ep.episode, "close", None)):
+            try:
+                bounded(ep.episode.close, max(lim.timeout, 1.0))
+            except (Hung, Raised):
+                pass  # closing what already failed: the verdict below says why
         return {"reward": None, "status": ep.broken, "error": ep.error, "tool_seconds": round(ep.seconds, 4)}
     try:
-        out = dict(bounded(ep.episode.finish, max(lim.timeout, 1.0)))
+        out = dict(bounded(lambda: dict(ep.episode.finish()), max(lim.timeout, 1.0)))
     except Hung as e:
         out = {"reward": None, "status": "env_timeout", "error": f"finish: {e}"}
-    except Exception as e:  # noqa: BLE001 - counted, never a crash
-        out = {"reward": None, "status": "env_error", "error": f"finish: {type(e).__name__}: {e}"}
+    except Raised as e:  # counted, never a crash
+        out = {"reward": None, "status": "env_error", "error": f"finish: {e}"}
     out["tool_seconds"] = round(ep.seconds, 4)
     return out
 

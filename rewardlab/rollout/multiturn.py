@@ -498,5 +498,5 @@ def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: Limits) -> 
         t.finish_reason = "length"
 
 
-__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "feedback_ids", "observation",
+__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "observation",
            "rollout_with_feedback", "rollout_with_tools", "with_tool_hint"]

@@ -28,6 +28,8 @@ TOOL_FORMATS = ("fenced", "chat")
 (a ``tool`` message through the chat template, which closes the assistant turn and opens the next)."""
 BUDGET_FACTOR = 4
 """``max_total_tokens`` 0: a trajectory may hold this many times ``max_new_tokens`` tokens, observations included."""
+MAX_SECONDS = 86_400.0
+"""The longest tool timeout accepted (a day): a thread's wait cannot take an infinite or huge deadline."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,10 @@ class ToolSettings:
         if self.tool_format not in TOOL_FORMATS:
             raise RewardlabError(f"unknown tool_format {self.tool_format!r}; choose one of: {', '.join(TOOL_FORMATS)}")
         if (self.max_turns < 1 or self.max_total_tokens < 0 or self.tool_output_chars < 1
-                or not self.tool_timeout > 0 or self.tool_episode_timeout < 0):
-            raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens and "
-                                 "--tool-episode-timeout >= 0, --tool-timeout > 0")
+                or not 0 < self.tool_timeout <= MAX_SECONDS or not 0 <= self.tool_episode_timeout <= MAX_SECONDS):
+            raise RewardlabError("--max-turns and --tool-output-chars must be >= 1, --max-total-tokens >= 0, "
+                                 f"--tool-timeout in (0, {MAX_SECONDS:g}] and --tool-episode-timeout in "
+                                 f"[0, {MAX_SECONDS:g}] seconds")
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ToolSettings))

@@ -48,7 +48,7 @@ def tool_calls_of(text: str) -> tuple[str | None, list[dict]]:
             return text, []
         try:
             call = json.loads(text[pos + len(OPEN):end])
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             return text, []
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             return text, []
