@@ -43,11 +43,13 @@ def _run(fn: Callable[[], Any], box: dict[str, Any]) -> None:
         box["value"] = asyncio.run(out) if inspect.isawaitable(out) else out
     except BaseException as e:  # noqa: BLE001 - every failure is handed back as a value
         box["error"] = Raised(describe(e))
+    box["end"] = time.monotonic()
 
 
 def bounded_all(fns: list[Callable[[], Any]], seconds: float) -> list[Any]:
     """Every ``fn()`` in its own thread, all under one deadline ``seconds`` from now: each one's value (awaited
-    when it is a coroutine), or a :class:`Hung` / :class:`Raised` instance in its place."""
+    when it is a coroutine), or a :class:`Hung` (still running at the deadline, or done only after it) or
+    :class:`Raised` instance in its place."""
     start = time.monotonic()
     boxes: list[dict[str, Any]] = [{} for _ in fns]
     threads = [threading.Thread(target=_run, args=(fn, box), name="rewardlab-bounded", daemon=True)
@@ -56,27 +58,24 @@ def bounded_all(fns: list[Callable[[], Any]], seconds: float) -> list[Any]:
         thread.start()
     for thread in threads:
         thread.join(max(0.0, start + seconds - time.monotonic()))
-    late = time.monotonic() - start > seconds
     out: list[Any] = []
-    for thread, box in zip(threads, boxes):
-        if thread.is_alive() or (late and "value" not in box and "error" not in box):
+    for box in boxes:
+        end = box.get("end")  # read once: the thread may finish while we look
+        if end is None:
             out.append(Hung(f"no answer within {seconds:g} s"))
-        elif "error" in box:
-            out.append(box["error"])
+        elif end - start > seconds:  # it returned, but after its time (a C call held the interpreter lock)
+            out.append(Hung(f"returned after {end - start:.1f} s, over its {seconds:g} s"))
         else:
-            out.append(box["value"])
+            out.append(box.get("error", box.get("value")))
     return out
 
 
 def bounded(fn: Callable[[], Any], seconds: float) -> Any:
-    """``fn()``'s value; raises :class:`Hung` when it did not return within ``seconds`` (or returned after them),
-    :class:`Raised` when it raised anything."""
-    start = time.monotonic()
+    """``fn()``'s value; raises :class:`Hung` when it did not return within ``seconds``, :class:`Raised` when it
+    raised anything."""
     (out,) = bounded_all([fn], seconds)
     if isinstance(out, (Hung, Raised)):
         raise out
-    if time.monotonic() - start > seconds:  # it returned, but only after its time (it held the GIL)
-        raise Hung(f"returned after {time.monotonic() - start:.1f} s, over its {seconds:g} s")
     return out
 
 

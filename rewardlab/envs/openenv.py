@@ -27,6 +27,7 @@ import math
 from typing import Any
 
 from rewardlab.envs.spec import EnvSpec
+from rewardlab.envs.verdict import as_reward
 from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
 from rewardlab.seeds import derive_seed
@@ -114,10 +115,7 @@ def openenv_reward(completion: str, reference: Any = None, *, episode: dict | No
     ``episode`` is its verdict; outside an episode, ``completion`` is the one action of the row's episode, a fresh
     session (``reference`` is ``{"url", "reset": {...}, "action_field"}``)."""
     if episode is not None:
-        info = {k: v for k, v in episode.items() if k != "reward"}
-        if episode.get("reward") is None:
-            return RewardResult(0.0, {**info, "status": str(episode.get("status") or "env_error")})
-        return RewardResult(float(episode["reward"]), {**info, "status": "ok"})
+        return as_reward(episode)
     if not isinstance(reference, dict) or not isinstance(reference.get("url"), str):
         return RewardResult(None, {"status": "not_gradable", "reason": "reference is not an OpenEnv row"})
     action = {str(reference.get("action_field", "message")): str(completion)}

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rewardlab.bounded import Hung, Raised, bounded
-from rewardlab.envs.spec import EnvSpec
+from rewardlab.envs.spec import EnvSpec, parse_spec
+from rewardlab.envs.verdict import as_reward
 from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
 from rewardlab.seeds import derive_seed
@@ -233,8 +234,7 @@ class PythonEpisode:
     """One episode of an environment class: a fresh instance, reset as its row was (:class:`Episode`)."""
 
     def __init__(self, row: Row) -> None:
-        spec_name = str(row.meta["env"]).split(":", 1)[1].split("?", 1)[0]
-        cls = load_class(spec_name)
+        cls = load_class(parse_spec(str(row.meta["env"]), ("python",)).name)
         self.env = cls()
         self.tools = set(tool_names(cls))
         first = seeded_reset(self.env, dict(row.reference["reset"]), int(row.reference["reset_seed"]))
@@ -266,10 +266,7 @@ def episode_reward(completion: str, reference: Any = None, *, episode: dict | No
     if episode is None:
         return RewardResult(None, {"status": "no_episode",
                                    "reason": "graded outside an environment episode: the reward is the episode's"})
-    info = {k: v for k, v in episode.items() if k != "reward"}
-    if episode.get("reward") is None:
-        return RewardResult(0.0, {**info, "status": str(episode.get("status") or "env_error")})
-    return RewardResult(float(episode["reward"]), {**info, "status": "ok"})
+    return as_reward(episode)
 
 
 episode_reward.name = "python_env"  # type: ignore[attr-defined]  # metric key rewards/python_env/...

@@ -436,11 +436,10 @@ def _engine_for(plan: _Plan, ctx: _Ctx, b: _Bench) -> Any:
     """The engine of one benchmark: the model's, or (``--tools python``) a ToolEngine over it with the
     benchmark's token budget, the sandbox as the model's Python tool."""
     cfg = plan.cfg
-    opener = envs.episode_opener(str(b.rows[0].fields.get("env", ""))) if b.rows else None
-    if opener is not None:  # a multi-turn environment: the model calls its tools, episode by episode
-        return EpisodeEngine(getattr(ctx.engine, "model", None), ctx.tokenizer, open_episode=opener, base=ctx.engine,
-                             settings=cfg.tool_settings(), batch_size=cfg.batch_size,
-                             drives=ENGINES[cfg.rollout].drives_tool_loop)
+    if b.rows and envs.episode_opener(str(b.rows[0].fields.get("env", ""))):  # a multi-turn environment
+        return EpisodeEngine(getattr(ctx.engine, "model", None), ctx.tokenizer, open_episode=envs.open_episode,
+                             base=ctx.engine, settings=cfg.tool_settings(), batch_size=cfg.batch_size,
+                             drives=ENGINES[cfg.rollout].drives_tool_loop, is_episode=envs.is_episode)
     if ctx.tools is None:
         return ctx.engine
     base = ctx.engine  # the HF engine's live model, or the vLLM engine

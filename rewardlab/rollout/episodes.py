@@ -249,7 +249,7 @@ class EpisodeEngine:
                  rows: list[Any] | None = None) -> list[Completion]:
         if rows is not None and len(rows) != len(prompts):
             raise RewardlabError(f"EpisodeEngine.generate: {len(rows)} rows for {len(prompts)} prompts")
-        episodic = [rows is not None and self.is_episode(r) for r in rows or prompts]
+        episodic = [self.is_episode(r) for r in rows] if rows is not None else []
         if not any(episodic):
             return self.base.generate(prompts, n, sampling)
         if not all(episodic):

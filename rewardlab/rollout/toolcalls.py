@@ -60,10 +60,21 @@ def tool_calls_of(text: str) -> tuple[str | None, list[dict]]:
     return (content.strip() or None) if calls else text, calls
 
 
+_RENDERS: dict[str, bool] = {}
+
+
 def renders_tools(tokenizer: Any) -> bool:
-    """Whether the tokenizer's chat template renders ``tools=`` (it changes the text when tools are given)."""
-    if not getattr(tokenizer, "chat_template", None):
+    """Whether the tokenizer's chat template renders ``tools=`` (it changes the text when tools are given); probed
+    once per template (every prompt of a run is rendered through it)."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
         return False
+    if str(template) not in _RENDERS:
+        _RENDERS[str(template)] = _probe(tokenizer)
+    return _RENDERS[str(template)]
+
+
+def _probe(tokenizer: Any) -> bool:
     msgs = [{"role": "user", "content": "q"}]
     probe = [{"type": "function", "function": {"name": "rewardlab_probe", "description": "p",
                                                "parameters": {"type": "object", "properties": {}}}}]
