@@ -17,6 +17,7 @@ import torch
 from rewardlab import envs
 from rewardlab.envs.python_env import PythonEpisode, episode_reward, load_class
 from rewardlab.errors import RewardlabError
+from rewardlab.rollout import behaviour
 from rewardlab.rollout.base import SamplingParams
 from rewardlab.rollout.episodes import EpisodeEngine, rollout_episodes
 from rewardlab.rollout.tool_settings import ToolSettings
@@ -64,9 +65,9 @@ def call_ids(tok, name: str, *, canonical: bool = True, **arguments) -> list[int
     return [i for ch in text for i in tok.encode(ch, add_special_tokens=False)] + [tok.eos_token_id]
 
 
-def episodes(model, tok, rows, n=2, tokens=120, settings=None, seed=0):
+def episodes(model, tok, rows, n=2, tokens=120, settings=None, seed=0, **sampling):
     prompts = [render_with_tools(tok, r.prompt, r.meta["tools"]) for r in rows]
-    return rollout_episodes(model, tok, prompts, n, SamplingParams(max_new_tokens=tokens, seed=seed),
+    return rollout_episodes(model, tok, prompts, n, SamplingParams(max_new_tokens=tokens, seed=seed, **sampling),
                             open_episode=lambda i: PythonEpisode(rows[i]), settings=settings or ToolSettings())
 
 
@@ -130,7 +131,8 @@ def test_a_tool_call_runs_and_its_result_returns_as_a_tool_message_token_exactly
     assert any(t.episode["reward"] == 1.0 for t in trajs) and any(t.episode["reward"] == 0.0 for t in trajs)
 
 
-def test_every_sampled_token_carries_the_log_prob_of_a_forward_pass_over_the_exact_ids(tiny):
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.7, "top_p": 0.9}, {"temperature": 1.3, "top_k": 20}])
+def test_every_sampled_token_carries_the_log_prob_of_a_forward_pass_over_the_exact_ids(tiny, sampling):
     """Token-exactness: the trajectory holds the ids the model produced, and a forward pass over
     ``prompt_ids + token_ids`` gives each drawn token's recorded log-prob. The model here calls its tool in a
     sequence the tokenizer never produces from the text (one character at a time): the episode runs the call,
@@ -138,19 +140,19 @@ def test_every_sampled_token_carries_the_log_prob_of_a_forward_pass_over_the_exa
     model, tok = tiny
     rows, _ = envs.load_rows(spec("IncrementEnv", size=2), "train")
     script = call_ids(tok, "increment", canonical=False, step=2)
-    forced = episodes(Scripted(model, script), tok, rows, n=2, tokens=len(script) + 24, seed=3)
+    forced = episodes(Scripted(model, script), tok, rows, n=2, tokens=len(script) + 24, seed=3, **sampling)
+    params = SamplingParams(max_new_tokens=24, **sampling)
     for t in forced:
         assert t.token_ids[: len(script)] == script and t.turns[0]["calls"][0]["result"] == "2"
         assert tok.encode(tok.decode(t.token_ids[: len(script)]), add_special_tokens=False) != script
         a, b = t.turns[0]["observation"]
-        ids = torch.tensor([t.prompt_ids + t.token_ids])
+        ids = torch.tensor([t.prompt_ids + t.token_ids])  # (1, L)
+        start = len(t.prompt_ids) + b  # after the tool message: sampled freely (the script was forced)
         with torch.no_grad():
-            logp = torch.log_softmax(model(ids).logits[0].float(), -1)  # (L, V)
-        P = len(t.prompt_ids)
-        drawn = range(b, len(t.token_ids))  # after the tool message: sampled freely (the script was forced)
-        assert len(drawn) > 0 and all(t.loss_mask[k] == 1 for k in drawn)
-        for k in drawn:
-            assert t.logprobs[k] == pytest.approx(float(logp[P + k - 1, t.token_ids[k]]), abs=1e-4)
+            logits = model(ids).logits[:, start - 1:-1]  # (1, C, V): the logits that drew each of those tokens
+        want, _ = behaviour.logprobs(logits.float(), ids[:, start:], params)  # the behaviour distribution
+        assert len(t.token_ids) > b and all(t.loss_mask[k] == 1 for k in range(b, len(t.token_ids)))
+        assert t.logprobs[b:] == pytest.approx(want[0].tolist(), abs=1e-4)
 
 
 def test_a_tool_that_hangs_ends_its_episode_as_env_timeout_in_bounded_time(tiny):
@@ -382,3 +384,55 @@ def test_a_class_built_on_dict_is_an_environment_as_in_trl():
 def test_two_paths_that_sanitise_alike_get_different_names(tmp_path):
     assert envs.short_name(f"python:{tmp_path}/a/b_c.py:E") != envs.short_name(f"python:{tmp_path}/a_b/c.py:E")
     assert envs.short_name("reasoning_gym:spell_backward") == "reasoning_gym-spell_backward"
+
+
+# ----------------------------------------------------------------------------- against code we did not write
+
+
+def test_under_qwen25s_own_template_an_episode_is_the_templates_own_conversation(tiny):
+    """Qwen2.5's chat template (as TRL ships it) renders tools itself and wraps tool results in its own
+    ``<tool_response>`` user turn: the trajectory up to the tool message, decoded, is exactly the template's
+    rendering of the whole conversation (user, assistant's tool call, tool result, next assistant turn)."""
+    import copy
+
+    trl_templates = pytest.importorskip("trl.chat_template_utils")
+    model, tok = tiny
+    tok = copy.deepcopy(tok)
+    tok.chat_template = trl_templates.qwen2_5_chat_template
+    rows, _ = envs.load_rows(spec("IncrementEnv", size=1), "train")
+    call = {"name": "increment", "arguments": {"step": 4}}
+    script = tok.encode(f"<tool_call>\n{json.dumps(call)}\n</tool_call>", add_special_tokens=False)
+    (t,) = episodes(Scripted(model, script + [tok.eos_token_id]), tok, rows, n=1, tokens=len(script) + 8)
+    assert t.turns[0]["calls"][0]["result"] == "4"
+    a, b = t.turns[0]["observation"]
+    asked = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
+    convo = [*rows[0].prompt, asked, {"role": "tool", "content": "4"}]
+    want = tok.apply_chat_template(convo, tools=rows[0].meta["tools"], tokenize=False, add_generation_prompt=True)
+    assert "<tool_response>\n4\n</tool_response>" in want and "<tools>" in want
+    assert tok.decode(t.prompt_ids + t.token_ids[:b]) == want
+
+
+def test_trls_own_trainer_takes_the_same_class_and_exposes_the_same_tools(tiny_model_dir, tmp_path):
+    """The class in tests/trl_envs.py is one TRL's GRPOTrainer trains on (one step, its Qwen2.5 template), and the
+    tools TRL finds on it, with their schemas, are the ones declared here."""
+    datasets = pytest.importorskip("datasets")
+    trl = pytest.importorskip("trl")
+    from transformers import AutoTokenizer
+    from transformers.utils import get_json_schema
+
+    from trl_envs import IncrementEnv
+
+    torch.set_num_threads(1)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tok.chat_template = trl.chat_template_utils.qwen2_5_chat_template
+    args = trl.GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none", max_steps=1,
+                          per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
+                          logging_steps=1, save_strategy="no")
+    ds = datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": "go"}]} for _ in range(4)])
+    trainer = trl.GRPOTrainer(model=str(tiny_model_dir), processing_class=tok, args=args,
+                              environment_factory=IncrementEnv, train_dataset=ds)
+    trainer.train()
+    assert "rewards/IncrementEnv/mean" in trainer.state.log_history[0]
+    rows, source = envs.load_rows(spec("IncrementEnv", size=1), "train")
+    assert [t.__name__ for t in trainer.tools] == source["tools"]
+    assert [get_json_schema(t) for t in trainer.tools] == rows[0].meta["tools"]
