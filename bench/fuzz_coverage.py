@@ -8,8 +8,9 @@ What it fuzzes: what runs on a trainer's thread without a deadline (:func:`rewar
 the math reward's extraction and fast path with the input as completion and as gold, the format,
 length and repetition rewards, code-block extraction) plus ``extract_answer``, ``extract_gold`` and
 ``fast_compare`` on their own (``fast_compare`` with both sides cut to ``FAST_MAX_CHARS``, as
-``math_reward.fast`` calls it). An input is UTF-8 (invalid bytes become U+FFFD); a ``\\x1f`` splits
-it into completion and gold, else the gold is one of :data:`rewardlab.rewards.fuzz.GOLDS`.
+``math_reward.fast`` calls it), and the model-native tool-call parser ``tool_calls_of``. An input is
+UTF-8 (invalid bytes become U+FFFD); a ``\\x1f`` splits it into completion and gold, else the gold is one
+of :data:`rewardlab.rewards.fuzz.GOLDS`.
 
 The cost oracle: a call that uses more than ``--time-bound-ms`` of *thread CPU time* twice in a row
 (so a scheduler hiccup on a loaded machine is no finding), or that raises the process's peak RSS by
@@ -77,7 +78,18 @@ def seed_inputs() -> list[tuple[str, str]]:
     from rewardlab.rewards.fuzz import GOLDS
 
     out += [(g, g) for g in GOLDS]
+    out += [(t, "5") for t in TOOL_CALL_SEEDS]
     return out
+
+
+TOOL_CALL_SEEDS = [
+    '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>',
+    'Let me check.<tool_call>\n{"name": "f", "arguments": "{}"}\n</tool_call><tool_call>{"name": "g"}</tool_call>',
+    '<tool_call>{"name": "f", "arguments": ' + "[" * 900 + "]" * 900 + "}</tool_call>",
+    "<tool_call><tool_call></tool_call>{not json}</tool_call",
+]
+"""Seeds for the model-native tool-call parser (it reads every model turn of an episode, and every endpoint
+reply with tools, without a deadline)."""
 
 
 def encode(completion: str, gold: str) -> bytes:
@@ -116,12 +128,14 @@ def entry_points() -> dict:
     from rewardlab.rewards.math import FAST_MAX_CHARS
     from rewardlab.rewards.math.equiv import fast_compare
     from rewardlab.rewards.math.extract import extract_answer, extract_gold
+    from rewardlab.rollout.toolcalls import tool_calls_of
 
     eps = dict(caller_thread_paths())
     eps["extract_answer"] = lambda t, g: extract_answer(t)
     eps["extract_gold"] = lambda t, g: extract_gold(t)
     eps["fast_compare"] = lambda t, g: fast_compare(t[:FAST_MAX_CHARS], g[:FAST_MAX_CHARS])
     eps["fast_compare(swapped)"] = lambda t, g: fast_compare(g[:FAST_MAX_CHARS], t[:FAST_MAX_CHARS])
+    eps["tool_calls_of"] = lambda t, g: tool_calls_of(t)
     return eps
 
 
@@ -182,6 +196,7 @@ def child(args) -> None:
         import rewardlab.rewards  # noqa: F401
         import rewardlab.rewards.fuzz  # noqa: F401
         import rewardlab.rewards.math.equiv  # noqa: F401
+        import rewardlab.rollout.toolcalls  # noqa: F401
 
     eps = entry_points()
     if args.targets:
