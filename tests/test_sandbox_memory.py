@@ -161,9 +161,9 @@ LEADERLESS = {
          "int main(void){int fd[2];char c;if(pipe(fd))return 2;w=fd[1];for(int i=0;i<3;i++)if(fork()==0){pthread_t t;"
          "pthread_create(&t,0,hold,0);syscall(SYS_exit,0);}for(int i=0;i<3;i++)if(read(fd[0],&c,1)!=1)return 4;"
          "sleep(2);puts(\"5\");fflush(stdout);return 0;}\n",
-    "python": "import ctypes,os,platform,threading,time\nEXIT=60 if platform.machine()=='x86_64' else 93\nr,w=os.pipe()\n"
-              "def hold():\n    time.sleep(0.3)\n    b=b'\\x01'*(100<<20)\n    os.write(w,b'x')\n    time.sleep(6)\n"
-              "    os._exit(0)\n"
+    "python": "import ctypes,os,platform,threading,time\nEXIT=60 if platform.machine()=='x86_64' else 93\n"
+              "r,w=os.pipe()\ndef hold():\n    time.sleep(0.3)\n    b=b'\\x01'*(100<<20)\n    os.write(w,b'x')\n"
+              "    time.sleep(6)\n    os._exit(0)\n"
               "for i in range(3):\n    if os.fork()==0:\n        threading.Thread(target=hold).start()\n"
               "        ctypes.CDLL(None).syscall(EXIT,0)\nfor i in range(3):\n    os.read(r,1)\n"
               "time.sleep(2)\nprint(5,flush=True)\n",

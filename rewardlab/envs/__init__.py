@@ -4,6 +4,7 @@
     rewardlab train --env "reasoning_gym:spell_backward?answer=text" --steps 20
     rewardlab eval runs/x/checkpoints/step-000020 --env reasoning_gym:spell_backward --limit 50
     rewardlab train --env "openenv:http://127.0.0.1:8000?size=256"    # a running OpenEnv server
+    rewardlab train --env verifiers:my_taskset                        # an installed verifiers taskset
 
 An environment spec (:mod:`rewardlab.envs.spec`) is ``KIND:NAME?options``; a run's ``--task`` may hold
 one too, and ``--env`` is the same setting under its own name. Each kind is declared once, in
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rewardlab import tasks
-from rewardlab.envs import gym, openenv, python_env
+from rewardlab.envs import gym, openenv, python_env, verifiers_env
 from rewardlab.envs.spec import EnvSpec, looks_like_env, parse_spec
 from rewardlab.errors import RewardlabError
 
@@ -48,6 +49,10 @@ class Kind:
     episode: Callable[[tasks.Row], Any] | None = None
     """Multi-turn kinds: opens one episode on a row (:class:`rewardlab.rollout.episodes.Episode`); train and eval
     then sample through the episode engine, the model calling the environment's tools."""
+    drive: Callable[..., list[dict]] | None = None
+    """Kinds whose environment runs its own agent loop and calls the model over HTTP: ``drive(rows, n, sampling,
+    url=, model_dir=)`` runs the episodes against the policy endpoint (:class:`rewardlab.rollout.driven.DrivenEngine`)
+    and returns what each trace recorded."""
 
 
 KINDS: dict[str, Kind] = {
@@ -60,6 +65,10 @@ KINDS: dict[str, Kind] = {
                    "multi-turn, the model calls its tools in its chat template's format",
                    python_env.rows, python_env.catalogue, "", python_env.REWARD, target="MODULE:CLASS",
                    episode=python_env.PythonEpisode),
+    "verifiers": Kind("an installed verifiers (v1) taskset: its own harness drives the policy through rewardlab's "
+                      "endpoint; the traces' token ids and the taskset's reward are trained on as recorded",
+                      verifiers_env.rows, verifiers_env.catalogue, "verifiers", verifiers_env.REWARD,
+                      target="TASKSET", drive=verifiers_env.drive),
 }
 """Environment kinds: the ``KIND`` of a ``KIND:NAME`` spec."""
 
@@ -91,6 +100,24 @@ def load_rows(name: str, split: str = "train", *, data_dir: str | os.PathLike | 
 def episode_opener(name: str) -> Callable[[tasks.Row], Any] | None:
     """How a task's episodes open when it is a multi-turn environment (:attr:`Kind.episode`), else None."""
     return KINDS[spec_of(name).kind].episode if is_env(name) else None
+
+
+def driver(name: str) -> Callable[..., list[dict]] | None:
+    """How a task's episodes run when its environment drives the policy itself (:attr:`Kind.drive`), else None."""
+    return KINDS[spec_of(name).kind].drive if is_env(name) else None
+
+
+def is_driven(row: tasks.Row) -> bool:
+    """Whether a row is an environment's that drives the policy (its episodes run through :func:`drive`)."""
+    return driver(str((row.meta or {}).get("env", ""))) is not None
+
+
+def drive(rows: list[tasks.Row], n: int, sampling: dict, **endpoint: Any) -> list[dict]:
+    """``n`` episodes of each row, run by the rows' environment against the policy endpoint (:attr:`Kind.drive`)."""
+    run = driver(str((rows[0].meta or {}).get("env", ""))) if rows else None
+    if run is None:
+        raise RewardlabError("drive: the rows are not of an environment that drives the policy")
+    return run(rows, n, sampling, **endpoint)
 
 
 def is_episode(row: tasks.Row) -> bool:

@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 from rewardlab.bounded import Hung, Raised, bounded
 from rewardlab.envs.spec import EnvSpec, parse_spec
-from rewardlab.envs.verdict import as_reward
+from rewardlab.envs.verdict import graded
 from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
 from rewardlab.seeds import derive_seed
@@ -263,10 +263,7 @@ def episode_reward(completion: str, reference: Any = None, *, episode: dict | No
                    ) -> RewardResult:
     """The environment's verdict on its episode (``Completion.episode``), as a reward: its ``get_reward``,
     or 0 with the status that says why there is none."""
-    if episode is None:
-        return RewardResult(None, {"status": "no_episode",
-                                   "reason": "graded outside an environment episode: the reward is the episode's"})
-    return as_reward(episode)
+    return graded(episode)
 
 
 episode_reward.name = "python_env"  # type: ignore[attr-defined]  # metric key rewards/python_env/...

@@ -10,6 +10,15 @@ from __future__ import annotations
 from rewardlab.rewards.base import RewardResult
 
 
+def graded(episode: dict | None) -> RewardResult:
+    """An environment's reward function body: :func:`as_reward` of the episode's verdict; graded outside an
+    episode (no verdict), a ``None`` score with status ``no_episode``."""
+    if episode is None:
+        return RewardResult(None, {"status": "no_episode",
+                                   "reason": "graded outside an environment episode: the reward is the episode's"})
+    return as_reward(episode)
+
+
 def as_reward(episode: dict) -> RewardResult:
     """The environment's reward, status ``ok``; or 0 with the status that says why there is none (the verdict's
     other fields, the error and the tool seconds, kept in ``info``)."""

@@ -53,6 +53,7 @@ from rewardlab.rewards import get_reward
 from rewardlab.rewards.code import extract_code
 from rewardlab.rewards.pool import prewarm, score_batch
 from rewardlab.rollout import ENGINES, SamplingParams, make_engine
+from rewardlab.rollout.driven import DrivenEngine
 from rewardlab.rollout.episodes import EpisodeEngine
 from rewardlab.rollout.multiturn import ToolEngine
 
@@ -275,7 +276,7 @@ def _generate_slot(spec: BenchmarkSpec, slot_rows: list[EvalRow], engine: Any, c
     prompts = [render_prompt(spec, r, ctx.tokenizer, tools=ctx.tools is not None) for r in slot_rows]
     params = SamplingParams(max_new_tokens=sampling["max_new_tokens"], temperature=sampling["temperature"],
                             top_p=sampling["top_p"], seed=seed)
-    episodes = isinstance(engine, EpisodeEngine)
+    episodes = isinstance(engine, (EpisodeEngine, DrivenEngine))
     kw = {"rows": [task_row(r) for r in slot_rows]} if episodes else {}
     comps = engine.generate(prompts, n, params, **kw)
     if len(comps) != len(prompts) * n:
@@ -436,7 +437,12 @@ def _engine_for(plan: _Plan, ctx: _Ctx, b: _Bench) -> Any:
     """The engine of one benchmark: the model's, or (``--tools python``) a ToolEngine over it with the
     benchmark's token budget, the sandbox as the model's Python tool."""
     cfg = plan.cfg
-    if b.rows and envs.episode_opener(str(b.rows[0].fields.get("env", ""))):  # a multi-turn environment
+    env = str(b.rows[0].fields.get("env", "")) if b.rows else ""
+    if envs.is_env(env) and envs.driver(env):  # an environment running its own agent: it calls the policy endpoint
+        model = getattr(ctx.engine, "model", None)
+        return DrivenEngine(ctx.engine, ctx.tokenizer, drive=envs.drive, is_driven=envs.is_driven,
+                            max_model_len=int(getattr(getattr(model, "config", None), "max_position_embeddings", 4096)))
+    if b.rows and envs.episode_opener(env):  # a multi-turn environment
         return EpisodeEngine(getattr(ctx.engine, "model", None), ctx.tokenizer, open_episode=envs.open_episode,
                              base=ctx.engine, settings=cfg.tool_settings(), batch_size=cfg.batch_size,
                              drives=ENGINES[cfg.rollout].drives_tool_loop, is_episode=envs.is_episode)

@@ -25,6 +25,7 @@ from rewardlab.logging import MetricsLogger, truncate_jsonl
 from rewardlab.rewards.pool import STARTUP_TIMEOUT, prewarm
 from rewardlab.rollout import ENGINES, LIVE_ENGINE, Collectives, RolloutEngine, format_prompt, make_engine
 from rewardlab.rollout import behaviour
+from rewardlab.rollout.driven import DrivenEngine
 from rewardlab.rollout.episodes import EpisodeEngine
 from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
 from rewardlab.rollout.toolcalls import render_with_tools
@@ -33,7 +34,7 @@ from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.async_worker import GENERATION_PRELOAD
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
 from rewardlab.train.sizes import derive
-from rewardlab.train.config import TrainConfig, episodic, resolve_algo, to_dict, tools_of, total_token_budget
+from rewardlab.train.config import TrainConfig, driven, episodic, resolve_algo, to_dict, tools_of, total_token_budget
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
 from rewardlab.train.lora import apply_lora, full_state_dict_for_engine, trainable_parameters
@@ -147,7 +148,7 @@ def build_trainer(plan: Plan, threads: int | None) -> Trainer:
     engine = build_engine(plan, policy, tok)
     gather = (lambda: distributed.gathered_params(policy)) if ENGINES[engine_kind(cfg)].live_weights \
         else contextlib.nullcontext
-    sampler = Sampler(engine, gather, rows=isinstance(engine, EpisodeEngine))
+    sampler = Sampler(engine, gather, rows=isinstance(engine, (EpisodeEngine, DrivenEngine)))
     trainer = Trainer(model=policy, tok=tok, optimizer=optimizer, scheduler=scheduler, engine=engine,
                       sampler=sampler, render=build_render(cfg, tok), stream=stream,
                       ref_model=ref_model, prefix=prefix, autocast=autocast, critic=critic, options=options)
@@ -298,6 +299,9 @@ def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBas
         return EpisodeEngine(model, tok, open_episode=envs.open_episode, settings=tools_of(cfg),
                              batch_size=cfg.rollout_batch_size, base=engine,
                              drives=ENGINES[cfg.rollout].drives_tool_loop, is_episode=envs.is_episode)
+    if driven(cfg):  # --- environments that run their own agent: they call the policy endpoint ---
+        return DrivenEngine(engine, tok, drive=envs.drive, is_driven=envs.is_driven,
+                            max_model_len=int(getattr(model.config, "max_position_embeddings", 4096)))
     if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
         # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)
         settings = tools_of(cfg, max_total_tokens=total_token_budget(cfg))

@@ -419,9 +419,15 @@ def validate(cfg: TrainConfig) -> None:
     if cfg.feedback_train_every < 0 or (cfg.feedback_train_every and cfg.feedback != "policy"):
         raise RewardlabError("--feedback-train-every k trains the critic that is the policy (--feedback policy); "
                              "a separate critic model is not trained (k >= 0)")
-    if episodic(cfg) and (cfg.tools != "none" or cfg.feedback != "none" or cfg.async_steps > 0):
-        raise RewardlabError(f"{episodic(cfg)[0]}: a multi-turn environment brings its own tools; it runs without "
+    envs_run = episodic(cfg) + driven(cfg)
+    if envs_run and (cfg.tools != "none" or cfg.feedback != "none" or cfg.async_steps > 0):
+        raise RewardlabError(f"{envs_run[0]}: a multi-turn environment brings its own tools; it runs without "
                              "--tools, --feedback and --async-steps")
+    if driven(cfg) and episodic(cfg):
+        raise RewardlabError(f"{driven(cfg)[0]} drives the policy itself and {episodic(cfg)[0]} is driven by "
+                             "rewardlab: train on one and evaluate the other in separate runs")
+    if driven(cfg) and cfg.top_k:
+        raise RewardlabError(f"{driven(cfg)[0]}: its client samples with temperature and top-p only; drop --top-k")
     if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
         raise RewardlabError(
             f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
@@ -468,6 +474,12 @@ def episodic(cfg: TrainConfig) -> list[str]:
     """The multi-turn environments among the run's task and ``--eval-suite`` (their episodes need the episode
     engine)."""
     return [name for name in [cfg.task, *eval_suite_names(cfg.eval_suite)] if envs.episode_opener(name) is not None]
+
+
+def driven(cfg: TrainConfig) -> list[str]:
+    """The environments among the run's task and ``--eval-suite`` that drive the policy themselves (verifiers:
+    their episodes run against the policy endpoint)."""
+    return [name for name in [cfg.task, *eval_suite_names(cfg.eval_suite)] if envs.driver(name) is not None]
 
 
 def eval_suite_names(spec: str | None) -> list[str]:

@@ -1,0 +1,179 @@
+"""verifiers environments (Prime Intellect's ``verifiers`` 0.4, its v1 stack): the environment drives the policy.
+
+    rewardlab train --env verifiers:my_taskset --steps 20
+    rewardlab eval runs/x/checkpoints/step-000020 --env "verifiers:my_taskset?max_turns=4"
+
+``verifiers:TASKSET`` loads an installed taskset (a package exporting one ``vf.Taskset`` subclass, found as
+``vf.TasksetConfig(id=TASKSET)`` finds it) into verifiers' own single-agent environment, with the harness named
+by ``harness=`` (``null``: the model answers the task's prompt, over as many turns as the harness runs). Each
+task is a row. verifiers runs its agent itself and calls the model through its train client; rewardlab serves the
+policy behind its endpoint on loopback (:mod:`rewardlab.rollout.driven`), so every turn is sampled by the run's
+own engine with the run's sampling settings. Each episode's trace then holds the prompt ids verifiers rendered,
+the ids the engine sampled (``sampled_mask``) with their log-probs, and the taskset's reward: :func:`drive` hands
+those over unchanged, and the trainer trains on exactly those ids (never a re-tokenised text).
+
+verifiers' harness programs run through ``uv`` (it installs their few dependencies on first use): the machine
+needs ``uv`` or network access to install it, as verifiers itself does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+from typing import Any
+
+from rewardlab.envs.spec import EnvSpec, parse_spec
+from rewardlab.envs.verdict import graded
+from rewardlab.errors import RewardlabError
+from rewardlab.rewards.base import RewardResult
+from rewardlab.tasks import Row
+
+REWARD = "rewardlab.envs.verifiers_env:episode_reward"
+"""The rows' ``meta["reward"]``."""
+OPTIONS = {"harness": "the verifiers harness id (null: the model answers the prompt itself)",
+           "max_turns": "model turns per episode at most (verifiers' AgentConfig.max_turns)",
+           "timeout": "seconds per episode (verifiers' own deadline; then the episode is an error)"}
+"""The options a ``verifiers:`` spec takes (``rewardlab envs list``)."""
+SAMPLING = ("temperature", "top_p", "max_tokens")
+"""The sampling settings verifiers' client sends (``vf.Sampling``); a run that needs another (top-k) is refused,
+since the engine would sample from a distribution the trainer does not score."""
+
+
+def _vf() -> Any:
+    try:
+        import verifiers.v1 as vf
+    except ImportError as e:
+        raise RewardlabError(f"verifiers: the package is not installed ({e}); pip install 'verifiers>=0.4'") from None
+    return vf
+
+
+@functools.lru_cache(maxsize=8)
+def load_env(text: str) -> Any:
+    """The verifiers environment of spec ``text`` (loaded once per process)."""
+    spec = parse_spec(text, ("verifiers",))
+    unknown = sorted(set(spec.options) - set(OPTIONS))
+    if unknown:
+        raise RewardlabError(f"{text}: unknown option {unknown[0]!r}; choose from {', '.join(OPTIONS)}")
+    vf = _vf()
+    from verifiers.v1.envs.single_agent import SingleAgentEnvConfig
+    from verifiers.v1.runtimes import SubprocessConfig
+
+    agent: dict[str, Any] = {"harness": vf.HarnessConfig(id=str(spec.options.get("harness", "null"))),
+                             "runtime": SubprocessConfig()}
+    if "max_turns" in spec.options:
+        agent["max_turns"] = spec.options["max_turns"]
+    env_kw = {"timeout": spec.options["timeout"]} if "timeout" in spec.options else {}
+    try:
+        return vf.load_environment(SingleAgentEnvConfig(
+            taskset=vf.TasksetConfig(id=spec.name), agent=vf.AgentConfig(**agent), **env_kw))
+    except Exception as e:  # the taskset's own import, a bad option value: one line, the package's words
+        raise RewardlabError(f"{text}: verifiers could not load it: {type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _tasks(text: str) -> tuple:
+    try:
+        return tuple(load_env(text).taskset)
+    except RewardlabError:
+        raise
+    except Exception as e:
+        raise RewardlabError(f"{text}: the taskset raised while loading its tasks: {type(e).__name__}: {e}") from None
+
+
+def _messages(task: Any) -> list[dict]:
+    """A task's prompt as chat messages (for the run's logs and the in-process engines; the episode itself is
+    rendered by verifiers)."""
+    prompt = task.data.prompt
+    msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt or []]
+    system = task.data.system_prompt
+    return ([{"role": "system", "content": system}] if system else []) + msgs
+
+
+def rows(spec: EnvSpec, split: str, *, limit: int | None = None, seed: int = 0) -> tuple[list[Row], dict[str, Any]]:
+    """The taskset's tasks as rows (a verifiers taskset has one list of tasks: train and eval read the same)."""
+    tasks = _tasks(spec.text)
+    tasks = tasks[:limit] if limit is not None else tasks
+    if not tasks:
+        raise RewardlabError(f"{spec.text}: the taskset has no tasks")
+    out = [Row(id=f"verifiers/{spec.name}/{k}", prompt=_messages(t), reference={"task": k},
+               meta={"reward": REWARD, "env": spec.text}) for k, t in enumerate(tasks)]
+    blob = json.dumps([[r.id, r.prompt] for r in out], sort_keys=True, default=str)
+    source = {"source": "env", "env": spec.text, "kind": "verifiers", "taskset": spec.name, "split": split,
+              "records": len(out), "note": "a verifiers taskset has one list of tasks; every split reads it",
+              "sha256": hashlib.sha256(blob.encode()).hexdigest()}
+    return out, source
+
+
+def catalogue() -> dict[str, dict[str, Any]]:
+    """What the kind offers: any installed verifiers taskset, and these options."""
+    return {"TASKSET": dict(OPTIONS)}
+
+
+def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) -> list[dict]:
+    """``n`` episodes of each row's task, the model served at ``url`` (an OpenAI-compatible endpoint with
+    verifiers' token route) and rendered with the tokenizer at ``model_dir``; ``sampling``: :data:`SAMPLING`.
+
+    One sample per episode, row-major: ``{"prompt_ids", "token_ids", "sampled", "logprobs", "reward", "status",
+    "answer"}``, the trace's ids as verifiers recorded them (``sampled``: its mask over ``token_ids``). An episode
+    that failed, or whose trace branched (its prompt was rewritten mid-episode), has ``reward`` None and a status
+    that says why; ``token_ids`` then hold what it sampled, if anything."""
+    extra = sorted(set(sampling) - set(SAMPLING))
+    if extra:
+        raise RewardlabError(f"verifiers environments sample with {', '.join(SAMPLING)} only; this run also sets "
+                             f"{', '.join(extra)}")
+    vf = _vf()
+    envs = {str(r.meta["env"]) for r in rows}
+    if len(envs) != 1:
+        raise RewardlabError(f"verifiers: one environment per batch, got {sorted(envs)}")
+    text = envs.pop()
+    env, tasks = load_env(text), _tasks(text)
+    client = vf.TrainClientConfig(base_url=f"{url}/v1", renderer_model_name=model_dir)
+    ctx = vf.ModelContext(model="policy", client=client, sampling=vf.Sampling(**sampling))
+
+    async def episodes() -> list[Any]:
+        async with env.serving():
+            slots = [s for r in rows for s in env.slots(tasks[int(r.reference["task"])], n)]
+            return await asyncio.gather(*(env.run_slot(s, ctx) for s in slots), return_exceptions=True)
+
+    return [_sample(ep) for ep in asyncio.run(episodes())]
+
+
+def _sample(ep: Any) -> dict:
+    """One episode's training sample (:func:`drive`)."""
+    if isinstance(ep, BaseException):
+        return _broken("env_error", f"{type(ep).__name__}: {ep}")
+    if not ep.traces:
+        return _broken("env_error", "; ".join(str(getattr(e, "message", e)) for e in ep.errors) or "no trace")
+    trace = ep.traces[0]
+    branches = trace.branches
+    if not branches:
+        return _broken("env_error", "the trace holds no model turn")
+    b = branches[-1]
+    ids, mask, lps = list(b.token_ids), [bool(m) for m in b.sampled_mask], list(b.logprobs)
+    start = mask.index(True) if any(mask) else len(ids)
+    errors = "; ".join(str(getattr(e, "message", e)) for e in [*ep.errors, *trace.errors])
+    status, reward = "ok", trace.reward
+    if len(branches) > 1:
+        status, reward = "branched", None  # the episode's tokens are not one sequence: nothing to train on exactly
+    elif not (ep.ok and trace.ok):
+        status, reward = ("env_timeout" if ep.is_timeout or trace.is_timeout else "env_error"), None
+    return {"prompt_ids": ids[:start], "token_ids": ids[start:], "sampled": mask[start:], "logprobs": lps[start:],
+            "reward": reward, "status": status, "answer": trace.last_reply, **({"error": errors} if errors else {})}
+
+
+def _broken(status: str, error: str) -> dict:
+    return {"prompt_ids": [], "token_ids": [], "sampled": [], "logprobs": [], "reward": None, "status": status,
+            "answer": "", "error": error[:500]}
+
+
+def episode_reward(completion: str, reference: Any = None, *, episode: dict | None = None, **meta: Any
+                   ) -> RewardResult:
+    """The taskset's reward for its episode (``Completion.episode``), or 0 with the status that says why there is
+    none."""
+    return graded(episode)
+
+
+episode_reward.name = "verifiers"  # type: ignore[attr-defined]  # metric key rewards/verifiers/...

@@ -1,0 +1,130 @@
+"""Environments that drive the policy themselves (verifiers: its harness calls the model over HTTP).
+
+    engine = DrivenEngine(base, tok, drive=verifiers_env.drive, is_driven=lambda row: ...)
+    outs = engine.generate(prompts, n, sampling, rows=rows)   # rows[i]'s n episodes, run by the environment
+    outs[0].prompt_ids, outs[0].token_ids, outs[0].loss_mask  # the ids the environment's trace recorded
+
+The inverse of :mod:`rewardlab.rollout.episodes` (where rewardlab runs the loop and calls the environment): here
+the environment runs its own agent loop and asks the model for each turn. The engine serves ``base`` behind the
+policy endpoint (:mod:`rewardlab.rollout.endpoint`) on a loopback port, started on first use and kept for the run;
+``drive(rows, n, sampling, url=, model_dir=)`` runs the episodes against it and returns one sample per episode:
+the prompt ids the environment rendered, the ids the engine sampled and their log-probs under the run's sampling
+settings (the endpoint's recorded ones), and the environment's verdict. The completion holds them unchanged:
+every trained token is one the engine sampled, after exactly the ids the environment sent. Tokens the
+environment inserted between turns (tool results, user turns) have loss mask 0.
+
+A sample with no token (the episode failed before the model's first turn) becomes one end-of-sequence token
+with loss mask 0: the trainer's batch keeps its shape, nothing is trained on it, and its verdict (reward None,
+the environment's status) is counted like any other ungraded episode.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from rewardlab.errors import RewardlabError
+from rewardlab.rollout.base import Completion, SamplingParams
+from rewardlab.rollout.decode import eos_ids
+from rewardlab.rollout.endpoint import ServedPolicy, create_app
+
+STARTUP_S = 30.0
+"""Seconds the loopback endpoint may take to start (a one-line error past them)."""
+
+
+class LoopbackServer:
+    """An ASGI ``app`` served by uvicorn in a daemon thread on an ephemeral 127.0.0.1 port."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn  # lazy: only environments that drive the policy need a server
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # see rewardlab.commands.serve.listen
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="error", access_log=False, lifespan="off", backlog=1024)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
+                                       name="rewardlab-policy-endpoint")
+        self.thread.start()
+        deadline = time.monotonic() + STARTUP_S
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RewardlabError(f"the policy endpoint did not start on {self.url} in {STARTUP_S:.0f} s")
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+@dataclass
+class DrivenEngine:
+    """Episodes of an environment that drives the policy (``drive``) behind the engine interface: ``generate(
+    prompts, n, sampling, rows=rows)``. Prompts whose rows are not driven (``is_driven``: a held-out benchmark of
+    plain tasks) are sampled by ``base`` alone."""
+
+    base: Any
+    """The plain engine (``generate_ids`` / ``encode``: HF or vLLM); it samples every turn."""
+    tokenizer: Any
+    drive: Callable[..., list[dict]]
+    is_driven: Callable[[Any], bool] = lambda row: True
+    max_model_len: int = 4096
+    """Prompt plus completion tokens at most per request (the endpoint refuses longer ones)."""
+    policy: ServedPolicy | None = field(default=None, init=False)
+    server: LoopbackServer | None = field(default=None, init=False)
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams, *,
+                 rows: list[Any] | None = None) -> list[Completion]:
+        if rows is not None and len(rows) != len(prompts):
+            raise RewardlabError(f"DrivenEngine.generate: {len(rows)} rows for {len(prompts)} prompts")
+        driven = [self.is_driven(r) for r in rows] if rows is not None else []
+        if not any(driven):
+            return self.base.generate(prompts, n, sampling)
+        if not all(driven):
+            raise RewardlabError("DrivenEngine.generate: a batch mixes environment episodes with plain prompts")
+        url = self._serve(sampling)
+        settings = {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens}
+        if sampling.top_k:
+            settings["top_k"] = sampling.top_k  # the environment refuses what its client cannot send
+        samples = self.drive(list(rows), n, settings, url=url, model_dir=str(self.tokenizer.name_or_path))
+        if len(samples) != len(prompts) * n:
+            raise RewardlabError(f"the environment returned {len(samples)} episodes for {len(prompts)} x {n}")
+        return [self._completion(k // n, prompts[k // n], s) for k, s in enumerate(samples)]
+
+    def _serve(self, sampling: SamplingParams) -> str:
+        if self.policy is None:
+            self.policy = ServedPolicy(self.base, self.tokenizer, name="policy", max_model_len=self.max_model_len)
+            self.server = LoopbackServer(create_app(self.policy))
+        self.policy.support = sampling.support  # the recorded log-probs describe what the trainer scores
+        return self.server.url
+
+    def _completion(self, index: int, prompt: str, s: dict) -> Completion:
+        ids, sampled, lps = list(s["token_ids"]), [bool(m) for m in s["sampled"]], [float(x) for x in s["logprobs"]]
+        prompt_ids = list(s["prompt_ids"]) or list(self.base.encode(prompt))
+        episode = {k: v for k, v in s.items() if k not in ("prompt_ids", "token_ids", "sampled", "logprobs", "answer")}
+        if not ids:  # nothing sampled: one masked end-of-sequence token (the module docstring)
+            ids, sampled, lps = [eos_ids(getattr(self.base, "model", None), self.tokenizer)[0]], [False], [0.0]
+        answer = str(s.get("answer") or "")
+        return Completion(prompt_index=index, prompt_ids=prompt_ids, token_ids=ids,
+                          text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                          finish_reason="stop" if s.get("status") == "ok" else "length",
+                          logprobs=[lp if m else 0.0 for lp, m in zip(lps, sampled)],
+                          loss_mask=[int(m) for m in sampled], answer_text=answer, episode=episode)
+
+    def load_weights(self, model: Any) -> None:
+        if self.policy is not None:
+            self.policy.load_weights(model)  # the endpoint reports the new policy version from the next request
+        else:
+            self.base.load_weights(model)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server, self.policy = None, None
+        if hasattr(self.base, "close"):
+            self.base.close()

@@ -1,0 +1,180 @@
+"""``verifiers:TASKSET``: a real verifiers 0.4 (v1) environment drives the run's own policy through the endpoint,
+in train and eval, and the trainer trains on exactly the ids its traces recorded.
+
+The taskset is ``tests/vf_tiny_qa`` (written as a verifiers user writes one). verifiers' harness runs its chat
+program through ``uv sync --script`` (packages from the internet); this machine is offline, so the tests put an
+offline ``uv`` first on PATH (:func:`offline_uv`): it answers the two script commands verifiers runs with this
+interpreter, whose packages setup installed. Everything else is verifiers' own code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rewardlab import envs
+from rewardlab.errors import RewardlabError
+from rewardlab.rollout import SamplingParams, behaviour, format_prompt, make_engine
+from rewardlab.rollout.driven import DrivenEngine
+
+from test_endpoint import Scripted
+
+pytest.importorskip("verifiers.v1")
+
+HERE = Path(__file__).parent
+SPEC = "verifiers:vf_tiny_qa"
+UV = """#!/bin/sh
+# An offline stand-in for the two uv commands verifiers' runtime runs on a chat program (a PEP 723 script):
+# 'uv sync --script F' (nothing to install: the packages are this interpreter's) and 'uv python find --script F'.
+for a in "$@"; do [ "$a" = --help ] && { echo "  --script"; exit 0; }; done
+case "$1" in sync) exit 0 ;; python) echo "%s"; exit 0 ;; esac
+echo "offline uv: unsupported command: $*" >&2; exit 2
+"""
+
+
+@pytest.fixture(scope="module")
+def offline_uv(tmp_path_factory) -> dict:
+    """PATH with the offline ``uv`` first, the taskset's folder on PYTHONPATH; set for this process too."""
+    bin_dir = tmp_path_factory.mktemp("offline_uv")
+    uv = bin_dir / "uv"
+    uv.write_text(UV % sys.executable)
+    uv.chmod(uv.stat().st_mode | stat.S_IXUSR)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": os.pathsep.join(p for p in [str(HERE), os.environ.get("PYTHONPATH")] if p)}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    yield env
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def cli(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    full = {**os.environ, **env, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_REWARD_WORKERS": "1"}
+    return subprocess.run([sys.executable, "-m", "rewardlab", *args], capture_output=True, text=True, env=full,
+                          cwd=cwd, timeout=600)
+
+
+def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
+    assert r.returncode != 0, r.stdout
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in r.stderr and len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_the_tasksets_tasks_are_the_rows(offline_uv):
+    rows, source = envs.load_rows(SPEC, "train")
+    assert [r.prompt for r in rows] == [[{"role": "user", "content": "What is 2 + 3?"}],
+                                        [{"role": "user", "content": "What is 4 + 4?"}]]
+    assert {r.meta["reward"] for r in rows} == {"rewardlab.envs.verifiers_env:episode_reward"}
+    assert source["kind"] == "verifiers" and source["records"] == 2
+    assert envs.load_rows(SPEC, "train", limit=1)[0] == rows[:1]
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.5, 0.9)])
+def test_every_trained_token_is_the_engines_with_the_trainers_logprob(tiny_model_dir, offline_uv, temperature, top_p):
+    """Away from the defaults too: the log-probs the trace carries are the trainer's own, at the run's temperature
+    and top-p (a sampler at T 0.5 scored at T 1 would be off by far more than 1e-4)."""
+    from rewardlab.models import load_model
+
+    model, tok = load_model(str(tiny_model_dir))
+    model.eval()
+    engine = DrivenEngine(make_engine("hf", model, tok), tok, drive=envs.drive, is_driven=envs.is_driven)
+    rows, _ = envs.load_rows(SPEC, "train")
+    prompts = [format_prompt(tok, r.prompt) for r in rows]
+    sampling = SamplingParams(max_new_tokens=8, temperature=temperature, top_p=top_p)
+    try:
+        outs = engine.generate(prompts, 2, sampling, rows=rows)
+    finally:
+        engine.close()
+    assert [c.prompt_index for c in outs] == [0, 0, 1, 1]
+    for c in outs:
+        assert c.episode["status"] == "ok" and c.episode["reward"] == 0.0, c.episode  # a random model answers neither
+        # the prompt verifiers rendered is the chat template's, token for token
+        assert c.prompt_ids == tok(prompts[c.prompt_index])["input_ids"]
+        assert c.loss_mask == [1] * len(c.token_ids) and 0 < len(c.token_ids) <= 8
+        ids = c.prompt_ids + c.token_ids
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[:, len(c.prompt_ids) - 1:-1]  # (1, C, V)
+        want, _ = behaviour.logprobs(logits.float(), torch.tensor([c.token_ids]), sampling)
+        assert c.logprobs == pytest.approx(want[0].tolist(), abs=1e-4)
+
+
+def test_the_tasksets_reward_pays_the_policys_answer_and_only_it(tiny_model_dir, offline_uv):
+    from rewardlab.models import load_model
+
+    _, tok = load_model(str(tiny_model_dir))
+    script = Scripted(tok, "The answer is 5")  # answers the same whatever it is asked
+    engine = DrivenEngine(script, tok, drive=envs.drive, is_driven=envs.is_driven)
+    rows, _ = envs.load_rows(SPEC, "train")
+    try:
+        outs = engine.generate([format_prompt(tok, r.prompt) for r in rows], 1,
+                               SamplingParams(max_new_tokens=8), rows=rows)
+    finally:
+        engine.close()
+    assert [c.episode["reward"] for c in outs] == [1.0, 0.0], [c.episode for c in outs]
+    assert all(c.token_ids == list(script.ids) for c in outs)  # the engine's own ids, not a re-encoded text
+    paid = [envs.verifiers_env.episode_reward(c.graded_text, None, episode=c.episode) for c in outs]
+    assert [(p.score, p.info["status"]) for p in paid] == [(1.0, "ok"), (0.0, "ok")]
+    outside = envs.verifiers_env.episode_reward("The answer is 5", None)
+    assert outside.score is None and outside.info["status"] == "no_episode"  # never a silent 0
+
+
+def test_an_episode_that_fails_is_counted_not_paid(offline_uv):
+    """An episode whose agent never reached the model (verifiers reports it failed) trains on nothing and says why."""
+    from rewardlab.envs.verifiers_env import drive
+
+    rows, _ = envs.load_rows(SPEC, "train")
+    out = drive(rows[:1], 1, {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8}, url="http://127.0.0.1:9",
+                model_dir=str(HERE / "no_such_tokenizer"))
+    (s,) = out
+    assert s["reward"] is None and s["status"] in ("env_error", "env_timeout") and s["error"], s
+
+
+def test_a_sampling_setting_its_client_cannot_send_is_refused(offline_uv):
+    rows, _ = envs.load_rows(SPEC, "train")
+    with pytest.raises(RewardlabError, match="temperature, top_p, max_tokens only"):
+        envs.drive(rows, 1, {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8, "top_k": 5}, url="http://x",
+                   model_dir="x")
+
+
+def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path, offline_uv):
+    run = tmp_path / "run"
+    r = cli(offline_uv, "train", "--env", SPEC, "--model", str(tiny_model_dir), "--steps", "2",
+            "--output-dir", str(run), "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "8",
+            "--temperature", "0.5", "--top-p", "0.9", "--progress", "false", "--plots", "false")
+    assert r.returncode == 0, r.stderr[-2000:]
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "rewards/verifiers/mean" in m]
+    assert [m["step"] for m in steps] == [1, 2]
+    # synchronous and on-policy at T 0.5 / top-p 0.9: the engine's log-probs are the trainer's
+    assert all(m["rollout/logp_max_abs_diff"] < 1e-3 for m in steps), [m["rollout/logp_max_abs_diff"] for m in steps]
+    rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 8 and all(x["info"]["status"] == "ok" for x in rollouts)
+    out = tmp_path / "eval"
+    e = cli(offline_uv, "eval", str(run / "checkpoints" / "step-000002"), "--env", SPEC, "--limit", "2",
+            "--output", str(out), "--max-new-tokens", "8", "--quiet")
+    assert e.returncode == 0, e.stderr[-2000:]
+    name = envs.short_name(SPEC)
+    results = json.loads((out / "results.json").read_text())
+    assert results["results"][name]["n"] == 2 and results["details"][name]["grader_status"] == {"ok": 2}
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("train", "--env", "verifiers:no_such_taskset_xyz", "--steps", "1"), "taskset 'no_such_taskset_xyz' not found"),
+    (("train", "--env", f"{SPEC}?turns=3", "--steps", "1"), "unknown option 'turns'"),
+    (("train", "--env", SPEC, "--top-k", "5", "--steps", "1"), "drop --top-k"),
+    (("train", "--env", SPEC, "--async-steps", "1", "--steps", "1"), "brings its own tools"),
+])
+def test_cli_bad_verifiers_environment_is_one_line(args, needle, tmp_path, offline_uv):
+    one_line_error(cli(offline_uv, *args, cwd=tmp_path), needle)
