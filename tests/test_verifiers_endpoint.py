@@ -82,7 +82,7 @@ def test_a_verifiers_episode_holds_the_engines_tokens_the_trainers_logprobs_and_
             logits = model(torch.tensor([ids])).logits[:, start - 1:-1]  # (1, C, V)
         want, _ = behaviour.logprobs(logits.float(), torch.tensor([ids[start:]]), sampling)
         assert [lp for lp, m in zip(branch.logprobs, mask) if m] == pytest.approx(want[0].tolist(), abs=1e-4)
-        assert tr.reward == 0.0  # a random model answers neither
+        assert tr.reward == float(tr.task.data.answer in tr.last_reply)  # the taskset's rule on what was sampled
 
 
 def test_the_tasksets_reward_pays_the_answer_the_policy_gave(tiny_model_dir, offline_harness):

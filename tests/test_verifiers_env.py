@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -99,7 +101,8 @@ def test_every_trained_token_is_the_engines_with_the_trainers_logprob(tiny_model
         engine.close()
     assert [c.prompt_index for c in outs] == [0, 0, 1, 1]
     for c in outs:
-        assert c.episode["status"] == "ok" and c.episode["reward"] == 0.0, c.episode  # a random model answers neither
+        # the taskset's own rule (its answer in the last reply) on what this engine sampled
+        assert c.episode["status"] == "ok" and c.episode["reward"] == float("58"[c.prompt_index] in c.answer_text)
         # the prompt verifiers rendered is the chat template's, token for token
         assert c.prompt_ids == tok(prompts[c.prompt_index])["input_ids"]
         assert c.loss_mask == [1] * len(c.token_ids) and 0 < len(c.token_ids) <= 8
@@ -141,6 +144,33 @@ def test_an_episode_that_fails_is_counted_not_paid(offline_uv):
     assert s["reward"] is None and s["status"] in ("env_error", "env_timeout") and s["error"], s
 
 
+def test_an_episode_past_its_deadline_is_cancelled_and_counted(tiny_model_dir, offline_uv):
+    """A model endpoint that accepts and never answers: each episode ends at its ``timeout=``, status env_timeout."""
+    from rewardlab.envs.verifiers_env import drive
+
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen(16)  # the kernel accepts the connections; nothing ever reads or answers them
+    rows, _ = envs.load_rows(f"{SPEC}?timeout=3", "train")
+    t0 = time.monotonic()
+    try:
+        out = drive(rows[:1], 2, {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8},
+                    url=f"http://127.0.0.1:{mute.getsockname()[1]}", model_dir=str(tiny_model_dir))
+    finally:
+        mute.close()
+    took = time.monotonic() - t0
+    assert [(s["status"], s["reward"]) for s in out] == [("env_timeout", None)] * 2, out
+    assert took < 3 + 20, took  # the deadline, plus the harness's start-up
+
+
+@pytest.mark.parametrize(("options", "needle"), [("turns=3", "unknown option 'turns'"),
+                                                 ("timeout=0", "timeout must be a positive number"),
+                                                 ("concurrency=x", "concurrency must be a positive number")])
+def test_bad_options_are_one_line_errors(options, needle, offline_uv):
+    with pytest.raises(RewardlabError, match=needle):
+        envs.load_rows(f"{SPEC}?{options}", "train")
+
+
 def test_a_sampling_setting_its_client_cannot_send_is_refused(offline_uv):
     rows, _ = envs.load_rows(SPEC, "train")
     with pytest.raises(RewardlabError, match="temperature, top_p, max_tokens only"):
@@ -172,7 +202,6 @@ def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path,
 
 @pytest.mark.parametrize(("args", "needle"), [
     (("train", "--env", "verifiers:no_such_taskset_xyz", "--steps", "1"), "taskset 'no_such_taskset_xyz' not found"),
-    (("train", "--env", f"{SPEC}?turns=3", "--steps", "1"), "unknown option 'turns'"),
     (("train", "--env", SPEC, "--top-k", "5", "--steps", "1"), "drop --top-k"),
     (("train", "--env", SPEC, "--async-steps", "1", "--steps", "1"), "brings its own tools"),
 ])

@@ -22,6 +22,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import threading
 from typing import Any
 
 from rewardlab.envs.spec import EnvSpec, parse_spec
@@ -32,9 +33,14 @@ from rewardlab.tasks import Row
 
 REWARD = "rewardlab.envs.verifiers_env:episode_reward"
 """The rows' ``meta["reward"]``."""
+TIMEOUT_S = 600.0
+"""Seconds one episode may take by default (``timeout=``)."""
+CONCURRENCY = 16
+"""Episodes in flight at once by default (``concurrency=``): each runs its harness as a process."""
 OPTIONS = {"harness": "the verifiers harness id (null: the model answers the prompt itself)",
            "max_turns": "model turns per episode at most (verifiers' AgentConfig.max_turns)",
-           "timeout": "seconds per episode (verifiers' own deadline; then the episode is an error)"}
+           "timeout": f"seconds per episode, {TIMEOUT_S:.0f} by default (then it is cancelled: env_timeout)",
+           "concurrency": f"episodes in flight at once, {CONCURRENCY} by default (each runs a harness process)"}
 """The options a ``verifiers:`` spec takes (``rewardlab envs list``)."""
 SAMPLING = ("temperature", "top_p", "max_tokens")
 """The sampling settings verifiers' client sends (``vf.Sampling``); a run that needs another (top-k) is refused,
@@ -64,13 +70,27 @@ def load_env(text: str) -> Any:
                              "runtime": SubprocessConfig()}
     if "max_turns" in spec.options:
         agent["max_turns"] = spec.options["max_turns"]
-    env_kw = {"timeout": spec.options["timeout"]} if "timeout" in spec.options else {}
+    for key in ("timeout", "concurrency"):
+        value = spec.options.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise RewardlabError(f"{text}: {key} must be a positive number, got {value!r}")
     try:
         return vf.load_environment(SingleAgentEnvConfig(
-            taskset=vf.TasksetConfig(id=spec.name), agent=vf.AgentConfig(**agent), **env_kw))
+            taskset=vf.TasksetConfig(id=spec.name), agent=vf.AgentConfig(**agent)))
     except Exception as e:  # the taskset's own import, a bad option value: one line, the package's words
         raise RewardlabError(f"{text}: verifiers could not load it: {type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _loop() -> asyncio.AbstractEventLoop:
+    """The one event loop every verifiers episode of the process runs on, in its own daemon thread: verifiers keeps
+    asyncio state (locks of its interception server and clients, some shared between environments) bound to the
+    loop it first ran on, so episodes cannot run on a fresh ``asyncio.run`` loop per step (after a cancelled
+    episode every later one failed: a lock held on a closed loop)."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True, name="rewardlab verifiers").start()
+    return loop
 
 
 @functools.lru_cache(maxsize=8)
@@ -133,28 +153,39 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
     client = vf.TrainClientConfig(base_url=f"{url}/v1", renderer_model_name=model_dir)
     ctx = vf.ModelContext(model="policy", client=client, sampling=vf.Sampling(**sampling))
 
+    options = parse_spec(text, ("verifiers",)).options
+    timeout, width = float(options.get("timeout", TIMEOUT_S)), int(options.get("concurrency", CONCURRENCY))
+
     async def episodes() -> list[Any]:
+        gate = asyncio.Semaphore(width)
+
+        async def one(slot: Any) -> Any:  # the deadline counts from the episode's start, not its wait for a gate
+            async with gate:
+                return await asyncio.wait_for(env.run_slot(slot, ctx), timeout)
+
         async with env.serving():
             slots = [s for r in rows for s in env.slots(tasks[int(r.reference["task"])], n)]
-            return await asyncio.gather(*(env.run_slot(s, ctx) for s in slots), return_exceptions=True)
+            return await asyncio.gather(*(one(s) for s in slots), return_exceptions=True)
 
-    return [_sample(ep) for ep in asyncio.run(episodes())]
+    return [_sample(ep) for ep in asyncio.run_coroutine_threadsafe(episodes(), _loop()).result()]
 
 
 def _sample(ep: Any) -> dict:
     """One episode's training sample (:func:`drive`)."""
+    if isinstance(ep, asyncio.TimeoutError):
+        return _broken("env_timeout", "the episode ran past its deadline (timeout=)")
     if isinstance(ep, BaseException):
         return _broken("env_error", f"{type(ep).__name__}: {ep}")
-    if not ep.traces:
-        return _broken("env_error", "; ".join(str(getattr(e, "message", e)) for e in ep.errors) or "no trace")
-    trace = ep.traces[0]
+    trace = ep.traces[0] if ep.traces else None
+    errors = "; ".join(str(getattr(e, "message", e)) for e in [*ep.errors, *(trace.errors if trace else [])])
+    if trace is None or not trace.branches:
+        timeout = ep.is_timeout or bool(trace and trace.is_timeout)
+        return _broken("env_timeout" if timeout else "env_error",
+                       f"no model turn recorded: {errors[-400:]}" if errors else "no model turn recorded")
     branches = trace.branches
-    if not branches:
-        return _broken("env_error", "the trace holds no model turn")
     b = branches[-1]
     ids, mask, lps = list(b.token_ids), [bool(m) for m in b.sampled_mask], list(b.logprobs)
     start = mask.index(True) if any(mask) else len(ids)
-    errors = "; ".join(str(getattr(e, "message", e)) for e in [*ep.errors, *trace.errors])
     status, reward = "ok", trace.reward
     if len(branches) > 1:
         status, reward = "branched", None  # the episode's tokens are not one sequence: nothing to train on exactly

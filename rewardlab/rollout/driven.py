@@ -110,9 +110,10 @@ class DrivenEngine:
         if not ids:  # nothing sampled: one masked end-of-sequence token (the module docstring)
             ids, sampled, lps = [eos_ids(getattr(self.base, "model", None), self.tokenizer)[0]], [False], [0.0]
         answer = str(s.get("answer") or "")
+        ended = bool(sampled[-1]) and ids[-1] in eos_ids(getattr(self.base, "model", None), self.tokenizer)
         return Completion(prompt_index=index, prompt_ids=prompt_ids, token_ids=ids,
                           text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                          finish_reason="stop" if s.get("status") == "ok" else "length",
+                          finish_reason="stop" if ended else "length",
                           logprobs=[lp if m else 0.0 for lp, m in zip(lps, sampled)],
                           loss_mask=[int(m) for m in sampled], answer_text=answer, episode=episode)
 
