@@ -1,6 +1,7 @@
 """Episodes per second through the policy endpoint (``rewardlab.rollout.endpoint``) vs in-process, same run.
 
     python bench/envs.py --episodes 64 --max-new-tokens 16 --out bench/data/envs_endpoint.json
+    PYTHONPATH=tests python bench/envs.py --episodes 32 --verifiers vf_tiny_qa     # + a verifiers taskset's episodes
 
 An episode is one row of ``reasoning_gym:spell_backward``: its prompt rendered by the chat template, one
 completion sampled, and reasoning-gym's score of it. Four ways, on the same rows, model and settings:
@@ -35,16 +36,20 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--model", default=None, help="a model folder or 'default' (default: a tiny random model)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--verifiers", default=None, metavar="TASKSET",
+                    help="also time a verifiers taskset's episodes (its null harness driving the engine through the "
+                         "endpoint, rewardlab.rollout.driven) against the same prompts sampled in-process, batched")
+    ap.add_argument("--verifiers-concurrency", type=int, default=16, help="verifiers episodes in flight at once")
     args = ap.parse_args()
 
     import httpx
     import torch
-    import uvicorn
 
     from rewardlab.envs import load_rows
     from rewardlab.envs.gym import gym_reward
     from rewardlab.models import load_model
     from rewardlab.rollout import SamplingParams, format_prompt, make_engine
+    from rewardlab.rollout.driven import LoopbackServer
     from rewardlab.rollout.endpoint import ServedPolicy, create_app
     from rewardlab.testing import build_tiny_model
 
@@ -79,19 +84,8 @@ def main() -> None:
     record("in-process, one at a time", time.perf_counter() - t, [c.text for c in one])
 
     policy = ServedPolicy(engine, tok, name="bench", max_model_len=4096)
-    sock_config = uvicorn.Config(create_app(policy), host="127.0.0.1", port=0, log_level="warning", access_log=False)
-    server = uvicorn.Server(sock_config)
-    import socket
-    import threading
-
-    sock = socket.socket()
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as rewardlab.commands.serve.listen does
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/inference/v1/generate"
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
+    server = LoopbackServer(create_app(policy))
+    url = f"{server.url}/inference/v1/generate"
     with httpx.Client(timeout=120) as client:
         def call(ids: list[int], seeded: bool = True) -> str:
             params = body if seeded else {k: v for k, v in body.items() if k != "seed"}
@@ -107,8 +101,9 @@ def main() -> None:
             with ThreadPoolExecutor(clients) as pool:
                 texts = list(pool.map(lambda ids: call(ids, seeded=False), prompts))
             record(f"endpoint, {clients} clients", time.perf_counter() - t, texts)
-    server.should_exit = True
-    thread.join(timeout=10)
+    server.close()
+    if args.verifiers:
+        results["verifiers"] = verifiers_way(args, engine, tok)
     ways = results["ways"]
     overhead = ways["endpoint, sequential"]["seconds"] / ways["in-process, one at a time"]["seconds"]
     results["endpoint_over_in_process_one_at_a_time"] = round(overhead, 3)
@@ -119,6 +114,36 @@ def main() -> None:
           f"per episode +{extra_ms / args.episodes:.1f} ms")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+
+
+def verifiers_way(args: argparse.Namespace, engine, tok) -> dict:
+    """``--episodes`` episodes of a verifiers taskset (its tasks, repeated): verifiers' environment, harness process
+    and train client driving ``engine`` through the endpoint, vs the same prompts sampled in-process at once."""
+    from rewardlab.envs import drive, is_driven, load_rows
+    from rewardlab.rollout import SamplingParams, format_prompt
+    from rewardlab.rollout.driven import DrivenEngine
+
+    spec = f"verifiers:{args.verifiers}?concurrency={args.verifiers_concurrency}"
+    rows, _ = load_rows(spec, "train")
+    n = max(1, args.episodes // len(rows))
+    prompts = [format_prompt(tok, r.prompt) for r in rows]
+    sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0)
+    driven = DrivenEngine(engine, tok, drive=drive, is_driven=is_driven)
+    driven.generate(prompts, 1, sampling, rows=rows)  # warm-up: the harness program, the endpoint
+    t = time.perf_counter()
+    outs = driven.generate(prompts, n, sampling, rows=rows)
+    took = time.perf_counter() - t
+    driven.close()
+    t = time.perf_counter()
+    engine.generate(prompts, n, sampling)
+    base = time.perf_counter() - t
+    ok = sum(c.episode["status"] == "ok" for c in outs)
+    out = {"spec": spec, "episodes": len(outs), "ok": ok, "seconds": round(took, 3),
+           "episodes_per_s": round(len(outs) / took, 2), "in_process_batched_seconds": round(base, 3),
+           "over_in_process_batched": round(took / base, 2)}
+    print(f"{'verifiers, null harness':28s} {len(outs) / took:8.2f} episodes/s  ({took:.2f} s; {ok}/{len(outs)} ok; "
+          f"in-process batched {base:.2f} s: {took / base:.1f}x)", flush=True)
+    return out
 
 
 if __name__ == "__main__":

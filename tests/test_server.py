@@ -5,44 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 
 from rewardlab.rewards.base import RewardResult
 from rewardlab.rewards.combine import Combined
 from rewardlab.rewards.format import OneAnswer
+from rewardlab.rollout.driven import LoopbackServer as LiveServer  # noqa: F401  (other tests import it from here)
 from rewardlab.server import create_app
-
-
-class LiveServer:
-    """uvicorn serving ``app`` in a background thread on an ephemeral 127.0.0.1 port."""
-
-    def __init__(self, app) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as rewardlab.commands.serve.listen
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", backlog=256)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> "LiveServer":
-        self.thread.start()
-        for _ in range(500):
-            if self.server.started:
-                return self
-            time.sleep(0.01)
-        raise RuntimeError("uvicorn did not start")
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
 
 
 def boxed_label(completion: str, reference, **meta) -> RewardResult:

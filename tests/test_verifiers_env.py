@@ -83,10 +83,11 @@ def test_the_tasksets_tasks_are_the_rows(offline_uv):
     assert envs.load_rows(SPEC, "train", limit=1)[0] == rows[:1]
 
 
-@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.5, 0.9)])
-def test_every_trained_token_is_the_engines_with_the_trainers_logprob(tiny_model_dir, offline_uv, temperature, top_p):
-    """Away from the defaults too: the log-probs the trace carries are the trainer's own, at the run's temperature
-    and top-p (a sampler at T 0.5 scored at T 1 would be off by far more than 1e-4)."""
+@pytest.mark.parametrize(("temperature", "top_p", "top_k"), [(1.0, 1.0, 0), (0.5, 0.9, 0), (0.7, 1.0, 20)])
+def test_every_trained_token_is_the_engines_with_the_trainers_logprob(tiny_model_dir, offline_uv, temperature, top_p,
+                                                                      top_k):
+    """Away from the defaults too: the log-probs the trace carries are the trainer's own, at the run's temperature,
+    top-p and top-k (a sampler at T 0.5 scored at T 1 would be off by far more than 1e-4)."""
     from rewardlab.models import load_model
 
     model, tok = load_model(str(tiny_model_dir))
@@ -94,7 +95,7 @@ def test_every_trained_token_is_the_engines_with_the_trainers_logprob(tiny_model
     engine = DrivenEngine(make_engine("hf", model, tok), tok, drive=envs.drive, is_driven=envs.is_driven)
     rows, _ = envs.load_rows(SPEC, "train")
     prompts = [format_prompt(tok, r.prompt) for r in rows]
-    sampling = SamplingParams(max_new_tokens=8, temperature=temperature, top_p=top_p)
+    sampling = SamplingParams(max_new_tokens=8, temperature=temperature, top_p=top_p, top_k=top_k)
     try:
         outs = engine.generate(prompts, 2, sampling, rows=rows)
     finally:
@@ -165,17 +166,98 @@ def test_an_episode_past_its_deadline_is_cancelled_and_counted(tiny_model_dir, o
 
 @pytest.mark.parametrize(("options", "needle"), [("turns=3", "unknown option 'turns'"),
                                                  ("timeout=0", "timeout must be a positive number"),
-                                                 ("concurrency=x", "concurrency must be a positive number")])
+                                                 ("concurrency=0.5", "concurrency must be a positive integer")])
 def test_bad_options_are_one_line_errors(options, needle, offline_uv):
     with pytest.raises(RewardlabError, match=needle):
         envs.load_rows(f"{SPEC}?{options}", "train")
 
 
-def test_a_sampling_setting_its_client_cannot_send_is_refused(offline_uv):
+def test_a_sampling_setting_it_does_not_take_is_refused(offline_uv):
     rows, _ = envs.load_rows(SPEC, "train")
-    with pytest.raises(RewardlabError, match="temperature, top_p, max_tokens only"):
-        envs.drive(rows, 1, {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8, "top_k": 5}, url="http://x",
+    with pytest.raises(RewardlabError, match="not stop"):
+        envs.drive(rows, 1, {"temperature": 1.0, "top_p": 1.0, "max_tokens": 8, "stop": ["x"]}, url="http://x",
                    model_dir="x")
+
+
+def test_a_seeded_batch_is_reproduced_and_each_episode_has_its_own_seed(tiny_model_dir, offline_uv):
+    from rewardlab.models import load_model
+
+    model, tok = load_model(str(tiny_model_dir))
+    model.eval()
+    engine = DrivenEngine(make_engine("hf", model, tok), tok, drive=envs.drive, is_driven=envs.is_driven)
+    rows, _ = envs.load_rows(SPEC, "train")
+    prompts = [format_prompt(tok, r.prompt) for r in rows]
+    def groups(seed: int) -> list[list[list[int]]]:
+        """Each row's 3 episodes' tokens, sorted: verifiers may hand a group's identical requests (same prompt)
+        to its episodes in any order, so a group is reproduced as a set."""
+        outs = engine.generate(prompts, 3, SamplingParams(max_new_tokens=8, seed=seed), rows=rows)
+        return [sorted(c.token_ids for c in outs if c.prompt_index == i) for i in range(len(rows))]
+
+    try:
+        runs = [groups(seed) for seed in (7, 7, 8)]
+    finally:
+        engine.close()
+    assert runs[0] == runs[1]  # the same seed: the same samples, whatever order verifiers' requests arrived in
+    assert runs[0] != runs[2]
+    assert len({tuple(ids) for ids in runs[0][0]}) > 1  # a group's episodes are not copies of one sample
+
+
+class FakeDrive:
+    """``drive`` returning fixed samples (no verifiers): what the engine makes of them."""
+
+    def __init__(self, samples: list[dict]) -> None:
+        self.samples = samples
+
+    def __call__(self, rows, n, sampling, *, url, model_dir):
+        return [dict(s) for s in self.samples]
+
+
+def test_a_failed_episode_trains_on_nothing_and_an_episode_without_tokens_keeps_the_batch_shape(tiny_model_dir):
+    from rewardlab.models import load_model
+
+    model, tok = load_model(str(tiny_model_dir))
+    samples = [{"prompt_ids": [5, 6], "token_ids": [7, 8, 9], "sampled": [True, False, True],
+                "logprobs": [-1.0, 0.0, -2.0], "reward": 1.0, "status": "ok", "answer": "a", "finish": "stop"},
+               {"prompt_ids": [5, 6], "token_ids": [7, 8], "sampled": [True, True], "logprobs": [-1.0, -1.5],
+                "reward": None, "status": "env_timeout", "answer": "", "finish": "length"},
+               {"prompt_ids": [], "token_ids": [], "sampled": [], "logprobs": [], "reward": None,
+                "status": "env_error", "answer": "", "error": "boom"}]
+    engine = DrivenEngine(make_engine("hf", model, tok), tok, drive=FakeDrive(samples))
+    try:
+        ok, late, empty = engine.generate(["p"] * 3, 1, SamplingParams(max_new_tokens=4), rows=[{}] * 3)
+    finally:
+        engine.close()
+    assert ok.loss_mask == [1, 0, 1] and ok.logprobs == [-1.0, 0.0, -2.0] and ok.finish_reason == "stop"
+    assert late.loss_mask == [0, 0] and late.finish_reason == "length" and late.episode["status"] == "env_timeout"
+    assert empty.loss_mask == [0] and len(empty.token_ids) == 1 and empty.episode["error"] == "boom"
+    assert empty.prompt_ids == tok("p")["input_ids"]
+
+
+class Failing:
+    """An engine whose every call fails, as an out-of-memory would."""
+
+    def __init__(self, tok) -> None:
+        self.tok = tok
+
+    def encode(self, text):
+        return self.tok(text)["input_ids"]
+
+    def generate_ids(self, prompts, n, sampling):
+        raise MemoryError("CUDA out of memory (simulated)")
+
+
+def test_an_engine_failure_is_the_runs_error_not_an_episodes_status(tiny_model_dir, offline_uv):
+    from rewardlab.models import load_model
+
+    _, tok = load_model(str(tiny_model_dir))
+    engine = DrivenEngine(Failing(tok), tok, drive=envs.drive, is_driven=envs.is_driven)
+    rows, _ = envs.load_rows(SPEC, "train")
+    try:
+        with pytest.raises(MemoryError, match="simulated"):
+            engine.generate([format_prompt(tok, r.prompt) for r in rows], 1, SamplingParams(max_new_tokens=8),
+                            rows=rows)
+    finally:
+        engine.close()
 
 
 def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path, offline_uv):
@@ -202,8 +284,47 @@ def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path,
 
 @pytest.mark.parametrize(("args", "needle"), [
     (("train", "--env", "verifiers:no_such_taskset_xyz", "--steps", "1"), "taskset 'no_such_taskset_xyz' not found"),
-    (("train", "--env", SPEC, "--top-k", "5", "--steps", "1"), "drop --top-k"),
     (("train", "--env", SPEC, "--async-steps", "1", "--steps", "1"), "brings its own tools"),
 ])
 def test_cli_bad_verifiers_environment_is_one_line(args, needle, tmp_path, offline_uv):
     one_line_error(cli(offline_uv, *args, cwd=tmp_path), needle)
+
+
+def test_requests_of_abandoned_episodes_stop_sampling_when_the_driver_moves_on(tiny_model_dir):
+    """Three seeded requests (each sampled alone) queue at a slow engine; ``abandon`` fails the two still queued
+    and returns once the one in flight ended: no engine call runs after it (the trainer's update comes next)."""
+    import threading
+
+    from rewardlab.models import load_model
+    from rewardlab.rollout.endpoint import ServedPolicy
+
+    _, tok = load_model(str(tiny_model_dir))
+
+    class Slow(Failing):
+        calls: list[float] = []
+
+        def generate_ids(self, prompts, n, sampling):
+            time.sleep(1.0)
+            self.calls.append(time.monotonic())
+            return Scripted(self.tok, "x").generate_ids(prompts, n, sampling)
+
+    policy = ServedPolicy(Slow(tok), tok)
+    errors: list[str] = []
+
+    def ask(seed: int) -> None:
+        try:
+            policy.generate([1, 2, 3], 1, SamplingParams(max_new_tokens=2, seed=seed))
+        except RewardlabError as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=ask, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert policy.abandon() == 2
+    done = time.monotonic()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(Slow.calls) == 1 and Slow.calls[0] <= done, (Slow.calls, done)
+    assert len(errors) == 2 and all("abandoned" in e for e in errors)

@@ -42,9 +42,11 @@ OPTIONS = {"harness": "the verifiers harness id (null: the model answers the pro
            "timeout": f"seconds per episode, {TIMEOUT_S:.0f} by default (then it is cancelled: env_timeout)",
            "concurrency": f"episodes in flight at once, {CONCURRENCY} by default (each runs a harness process)"}
 """The options a ``verifiers:`` spec takes (``rewardlab envs list``)."""
-SAMPLING = ("temperature", "top_p", "max_tokens")
-"""The sampling settings verifiers' client sends (``vf.Sampling``); a run that needs another (top-k) is refused,
-since the engine would sample from a distribution the trainer does not score."""
+SAMPLING = ("temperature", "top_p", "top_k", "max_tokens", "seed")
+"""The sampling settings :func:`drive` takes; verifiers' train client sends them to the endpoint as they are
+(``vf.Sampling`` keeps extra fields). ``max_tokens`` is per model turn and also the episode's budget of sampled
+tokens (``AgentConfig.max_output_tokens``: no turn starts past it); ``seed`` is the batch's, each episode's own
+derived from it."""
 
 
 def _vf() -> Any:
@@ -56,8 +58,9 @@ def _vf() -> Any:
 
 
 @functools.lru_cache(maxsize=8)
-def load_env(text: str) -> Any:
-    """The verifiers environment of spec ``text`` (loaded once per process)."""
+def load_env(text: str, budget: int | None = None) -> Any:
+    """The verifiers environment of spec ``text`` (loaded once per process and budget), its episodes ending once
+    the model sampled ``budget`` tokens (None: verifiers' default, no budget)."""
     spec = parse_spec(text, ("verifiers",))
     unknown = sorted(set(spec.options) - set(OPTIONS))
     if unknown:
@@ -70,10 +73,13 @@ def load_env(text: str) -> Any:
                              "runtime": SubprocessConfig()}
     if "max_turns" in spec.options:
         agent["max_turns"] = spec.options["max_turns"]
-    for key in ("timeout", "concurrency"):
+    if budget is not None:
+        agent["max_output_tokens"] = budget
+    for key, kinds in (("timeout", (int, float)), ("concurrency", int)):
         value = spec.options.get(key, 1)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise RewardlabError(f"{text}: {key} must be a positive number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+            raise RewardlabError(f"{text}: {key} must be a positive {'integer' if kinds is int else 'number'}, "
+                                 f"got {value!r}")
     try:
         return vf.load_environment(SingleAgentEnvConfig(
             taskset=vf.TasksetConfig(id=spec.name), agent=vf.AgentConfig(**agent)))
@@ -94,9 +100,9 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 @functools.lru_cache(maxsize=8)
-def _tasks(text: str) -> tuple:
+def _tasks(text: str, budget: int | None = None) -> tuple:
     try:
-        return tuple(load_env(text).taskset)
+        return tuple(load_env(text, budget).taskset)
     except RewardlabError:
         raise
     except Exception as e:
@@ -142,16 +148,24 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
     that says why; ``token_ids`` then hold what it sampled, if anything."""
     extra = sorted(set(sampling) - set(SAMPLING))
     if extra:
-        raise RewardlabError(f"verifiers environments sample with {', '.join(SAMPLING)} only; this run also sets "
-                             f"{', '.join(extra)}")
+        raise RewardlabError(f"verifiers environments sample with {', '.join(SAMPLING)}; not {', '.join(extra)}")
     vf = _vf()
     envs = {str(r.meta["env"]) for r in rows}
     if len(envs) != 1:
         raise RewardlabError(f"verifiers: one environment per batch, got {sorted(envs)}")
     text = envs.pop()
-    env, tasks = load_env(text), _tasks(text)
+    budget = int(sampling["max_tokens"]) if sampling.get("max_tokens") else None
+    env, tasks = load_env(text, budget), _tasks(text, budget)
+    for r in rows:  # the rows were read from another load of the taskset: the same task at the same index
+        if _messages(tasks[int(r.reference["task"])]) != r.prompt:
+            raise RewardlabError(f"{text}: task {r.reference['task']} changed between two loads of the taskset "
+                                 "(its load() must give the same tasks in the same order)")
     client = vf.TrainClientConfig(base_url=f"{url}/v1", renderer_model_name=model_dir)
-    ctx = vf.ModelContext(model="policy", client=client, sampling=vf.Sampling(**sampling))
+    seed = sampling.get("seed")
+
+    def ctx(k: int) -> Any:  # episode k's model context: its own seed (a seeded request is sampled alone)
+        own = {**sampling, "seed": (seed * 1_000_003 + k) % (1 << 63)} if seed is not None else sampling
+        return vf.ModelContext(model="policy", client=client, sampling=vf.Sampling(**own))
 
     options = parse_spec(text, ("verifiers",)).options
     timeout, width = float(options.get("timeout", TIMEOUT_S)), int(options.get("concurrency", CONCURRENCY))
@@ -159,13 +173,13 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
     async def episodes() -> list[Any]:
         gate = asyncio.Semaphore(width)
 
-        async def one(slot: Any) -> Any:  # the deadline counts from the episode's start, not its wait for a gate
+        async def one(k: int, slot: Any) -> Any:  # the deadline counts from the episode's start, not its wait
             async with gate:
-                return await asyncio.wait_for(env.run_slot(slot, ctx), timeout)
+                return await asyncio.wait_for(env.run_slot(slot, ctx(k)), timeout)
 
         async with env.serving():
             slots = [s for r in rows for s in env.slots(tasks[int(r.reference["task"])], n)]
-            return await asyncio.gather(*(one(s) for s in slots), return_exceptions=True)
+            return await asyncio.gather(*(one(k, s) for k, s in enumerate(slots)), return_exceptions=True)
 
     return [_sample(ep) for ep in asyncio.run_coroutine_threadsafe(episodes(), _loop()).result()]
 
@@ -191,8 +205,10 @@ def _sample(ep: Any) -> dict:
         status, reward = "branched", None  # the episode's tokens are not one sequence: nothing to train on exactly
     elif not (ep.ok and trace.ok):
         status, reward = ("env_timeout" if ep.is_timeout or trace.is_timeout else "env_error"), None
+    finish = str(trace.calls[-1].finish_reason or "") if trace.calls else ""  # the endpoint's: "stop" or "length"
     return {"prompt_ids": ids[:start], "token_ids": ids[start:], "sampled": mask[start:], "logprobs": lps[start:],
-            "reward": reward, "status": status, "answer": trace.last_reply, **({"error": errors} if errors else {})}
+            "reward": reward, "status": status, "answer": trace.last_reply, "finish": finish,
+            **({"error": errors} if errors else {})}
 
 
 def _broken(status: str, error: str) -> dict:

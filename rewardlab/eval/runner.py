@@ -489,8 +489,13 @@ def _run_benchmark(plan: _Plan, ctx: _Ctx, b: _Bench, results: dict[str, Any]) -
     spec, cfg, name = b.spec, plan.cfg, b.spec.name
     sample_cfg = _sample_config(plan, ctx, b)
     store = SampleStore(plan.out / samples_file(name), {"fingerprint": fingerprint(sample_cfg), "config": sample_cfg})
-    records = _eval_benchmark(spec, b.rows, _engine_for(plan, ctx, b), ctx, b.sampling, store,
-                              batch_size=cfg.batch_size, seed=cfg.seed, progress=not cfg.quiet)
+    engine = _engine_for(plan, ctx, b)
+    try:
+        records = _eval_benchmark(spec, b.rows, engine, ctx, b.sampling, store,
+                                  batch_size=cfg.batch_size, seed=cfg.seed, progress=not cfg.quiet)
+    finally:
+        if isinstance(engine, DrivenEngine):  # its endpoint (the model engine is the run's: it stays)
+            engine.close()
     extra = _extra_grades(spec, b.rows, records, plan.graders, cfg.lm_eval_task)
     flat, details, grader_lines = bench_results(spec, records, b.ks, b.sampling["n"], extra, seed=cfg.seed,
                                                 max_new_tokens=b.sampling["max_new_tokens"])

@@ -13,9 +13,13 @@ settings (the endpoint's recorded ones), and the environment's verdict. The comp
 every trained token is one the engine sampled, after exactly the ids the environment sent. Tokens the
 environment inserted between turns (tool results, user turns) have loss mask 0.
 
-A sample with no token (the episode failed before the model's first turn) becomes one end-of-sequence token
-with loss mask 0: the trainer's batch keeps its shape, nothing is trained on it, and its verdict (reward None,
-the environment's status) is counted like any other ungraded episode.
+An episode that did not end ``ok`` (failed, timed out) is not trained on: its loss mask is 0 throughout, and its
+verdict (reward None, the environment's status) is counted like any other ungraded episode; one with no token at
+all (it failed before the model's first turn) becomes one masked end-of-sequence token, so the batch keeps its
+shape. When ``drive`` returns, requests still queued at the endpoint (sent by episodes cancelled at their deadline)
+are failed and the engine call in flight is waited out (:meth:`ServedPolicy.abandon`): the model is the trainer's
+again before its update. An error of the engine itself (out of memory) is re-raised as the run's, not counted as
+the episodes'.
 """
 
 from __future__ import annotations
@@ -61,6 +65,12 @@ class LoopbackServer:
         self.thread.join(timeout=10)
         self.sock.close()
 
+    def __enter__(self) -> "LoopbackServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
 
 @dataclass
 class DrivenEngine:
@@ -89,9 +99,15 @@ class DrivenEngine:
             raise RewardlabError("DrivenEngine.generate: a batch mixes environment episodes with plain prompts")
         url = self._serve(sampling)
         settings = {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens}
-        if sampling.top_k:
-            settings["top_k"] = sampling.top_k  # the environment refuses what its client cannot send
-        samples = self.drive(list(rows), n, settings, url=url, model_dir=str(self.tokenizer.name_or_path))
+        settings |= {"top_k": sampling.top_k} if sampling.top_k else {}
+        settings |= {"seed": sampling.seed} if sampling.seed is not None else {}
+        try:
+            samples = self.drive(list(rows), n, settings, url=url, model_dir=str(self.tokenizer.name_or_path))
+        finally:
+            self.policy.abandon()  # a cancelled episode's requests stop here: the model is the trainer's again
+        failure, self.policy.failure = self.policy.failure, None
+        if failure is not None:  # the engine itself failed (out of memory...): the run's error, not an episode's
+            raise failure
         if len(samples) != len(prompts) * n:
             raise RewardlabError(f"the environment returned {len(samples)} episodes for {len(prompts)} x {n}")
         return [self._completion(k // n, prompts[k // n], s) for k, s in enumerate(samples)]
@@ -106,16 +122,16 @@ class DrivenEngine:
     def _completion(self, index: int, prompt: str, s: dict) -> Completion:
         ids, sampled, lps = list(s["token_ids"]), [bool(m) for m in s["sampled"]], [float(x) for x in s["logprobs"]]
         prompt_ids = list(s["prompt_ids"]) or list(self.base.encode(prompt))
-        episode = {k: v for k, v in s.items() if k not in ("prompt_ids", "token_ids", "sampled", "logprobs", "answer")}
+        episode = {k: v for k, v in s.items()
+                   if k not in ("prompt_ids", "token_ids", "sampled", "logprobs", "answer", "finish")}
         if not ids:  # nothing sampled: one masked end-of-sequence token (the module docstring)
             ids, sampled, lps = [eos_ids(getattr(self.base, "model", None), self.tokenizer)[0]], [False], [0.0]
-        answer = str(s.get("answer") or "")
-        ended = bool(sampled[-1]) and ids[-1] in eos_ids(getattr(self.base, "model", None), self.tokenizer)
+        trained = [int(m) for m in sampled] if s.get("status") == "ok" else [0] * len(ids)  # a failed episode: none
         return Completion(prompt_index=index, prompt_ids=prompt_ids, token_ids=ids,
                           text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                          finish_reason="stop" if ended else "length",
+                          finish_reason="length" if s.get("finish") == "length" else "stop",
                           logprobs=[lp if m else 0.0 for lp, m in zip(lps, sampled)],
-                          loss_mask=[int(m) for m in sampled], answer_text=answer, episode=episode)
+                          loss_mask=trained, answer_text=str(s.get("answer") or ""), episode=episode)
 
     def load_weights(self, model: Any) -> None:
         if self.policy is not None:
@@ -124,8 +140,7 @@ class DrivenEngine:
             self.base.load_weights(model)
 
     def close(self) -> None:
+        """Stop the endpoint (the base engine is the caller's: it stays open)."""
         if self.server is not None:
             self.server.close()
             self.server, self.policy = None, None
-        if hasattr(self.base, "close"):
-            self.base.close()

@@ -84,6 +84,9 @@ class ServedPolicy:
     pending: list = field(default_factory=list, repr=False)
     """Requests waiting for the engine (:meth:`generate`)."""
     pending_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    failure: BaseException | None = field(default=None, repr=False)
+    """The first error an engine call raised (an out-of-memory, a broken engine), kept for whoever drives the
+    endpoint in-process (:class:`~rewardlab.rollout.driven.DrivenEngine` re-raises it): a client only sees a 500."""
 
     def load_weights(self, model: Any) -> int:
         """Serve ``model``'s weights from the next request on; returns the new version."""
@@ -107,9 +110,12 @@ class ServedPolicy:
                     break
                 with self.pending_lock:
                     batch = self._take(req)
+                if not batch:  # abandoned meanwhile (:meth:`abandon`)
+                    continue
                 try:
                     out = self.engine.generate_ids([r.prompt_ids for r in batch], n, sampling)
                 except BaseException as e:
+                    self.failure = self.failure or e
                     for r in batch:
                         r.error = e
                         r.done.set()
@@ -121,8 +127,24 @@ class ServedPolicy:
             raise req.error
         return req.result, req.version
 
+    def abandon(self) -> int:
+        """Fail every request still waiting for the engine and wait out the engine call in flight; how many were
+        failed. For an in-process driver whose episodes ended (cancelled at their deadline): their requests must not
+        keep sampling on the model once the driver moves on (to an optimizer step on the same weights)."""
+        with self.pending_lock:
+            left, self.pending[:] = list(self.pending), []
+            for r in left:
+                r.error = RewardlabError("abandoned: the episode that sent it ended")
+                r.done.set()
+        with self.lock:  # the engine call in flight, if any, ends before this returns
+            pass
+        return len(left)
+
     def _take(self, req: "_Pending") -> list["_Pending"]:
-        """The oldest pending request and those that can share its engine call (removed from :attr:`pending`)."""
+        """The oldest pending request and those that can share its engine call (removed from :attr:`pending`);
+        none when :meth:`abandon` emptied the queue."""
+        if not self.pending:
+            return []
         first = self.pending[0]
         batch = [first]
         if first.sampling.seed is None:

@@ -426,8 +426,6 @@ def validate(cfg: TrainConfig) -> None:
     if driven(cfg) and episodic(cfg):
         raise RewardlabError(f"{driven(cfg)[0]} drives the policy itself and {episodic(cfg)[0]} is driven by "
                              "rewardlab: train on one and evaluate the other in separate runs")
-    if driven(cfg) and cfg.top_k:
-        raise RewardlabError(f"{driven(cfg)[0]}: its client samples with temperature and top-p only; drop --top-k")
     if cfg.tools != "none" and 0 < cfg.max_total_tokens < cfg.max_new_tokens:
         raise RewardlabError(
             f"--max-total-tokens ({cfg.max_total_tokens}) must be >= --max-new-tokens ({cfg.max_new_tokens})")
