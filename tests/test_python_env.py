@@ -31,8 +31,9 @@ ENVS = HERE / "trl_envs.py"
 """Environment classes as a TRL user writes them (nothing in that file imports rewardlab)."""
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_REWARD_WORKERS": "1"}
+def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``rewardlab ARGS`` in a fresh process (``env``: variables set on top of this process's)."""
+    env = {**os.environ, **(env or {}), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_REWARD_WORKERS": "1"}
     return subprocess.run([sys.executable, "-m", "rewardlab", *args], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=600)
 

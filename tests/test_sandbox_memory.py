@@ -152,14 +152,18 @@ def test_a_job_that_stops_its_checker_ends_at_the_servers_deadline_not_the_paren
 # A process whose main thread exits alone (SYS_exit on the leader) while another thread holds its memory:
 # /proc/PID/statm read 0, so 3 such processes held 1.5 GiB under the 960 MiB guard and were paid, in every
 # tier. Here 3 x 100 MiB under the 160 MiB guard of Limits(memory_mb=128). The main process answers 2 s after
-# all three have touched their memory (told through a pipe), not after a fixed sleep: under CI load a fixed
-# 4 s once saw the run paid (in CI, under load; most likely the children had not allocated yet).
+# all three have touched their memory (told through a pipe; if one never does, it answers "no" and the test
+# fails as such). The C holders map their memory directly: a thread's first malloc makes glibc reserve a 64 MiB
+# arena, and under the run's 128 MiB address-space limit the 100 MiB malloc then failed 6 times in 200 (the
+# reservation only succeeds at a lucky alignment), so a holder died and the run was paid (CI, twice).
 LEADERLESS = {
-    "c": "#include <pthread.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n"
-         "#include <sys/syscall.h>\nstatic int w;\nstatic void*hold(void*a){usleep(200000);char*p=malloc(100u<<20);"
+    "c": "#include <poll.h>\n#include <pthread.h>\n#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n"
+         "#include <sys/mman.h>\n#include <sys/syscall.h>\nstatic int w;\nstatic void*hold(void*a){usleep(200000);"
+         "char*p=mmap(0,100u<<20,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0);if(p==MAP_FAILED)_exit(3);"
          "memset(p,1,100u<<20);if(write(w,\"x\",1)!=1)_exit(3);sleep(6);syscall(SYS_exit_group,p[7]-1);return 0;}\n"
          "int main(void){int fd[2];char c;if(pipe(fd))return 2;w=fd[1];for(int i=0;i<3;i++)if(fork()==0){pthread_t t;"
-         "pthread_create(&t,0,hold,0);syscall(SYS_exit,0);}for(int i=0;i<3;i++)if(read(fd[0],&c,1)!=1)return 4;"
+         "pthread_create(&t,0,hold,0);syscall(SYS_exit,0);}struct pollfd q={fd[0],POLLIN,0};for(int i=0;i<3;i++)"
+         "if(poll(&q,1,10000)!=1||read(fd[0],&c,1)!=1){puts(\"no\");return 0;}"
          "sleep(2);puts(\"5\");fflush(stdout);return 0;}\n",
     "python": "import ctypes,os,platform,threading,time\nEXIT=60 if platform.machine()=='x86_64' else 93\n"
               "r,w=os.pipe()\ndef hold():\n    time.sleep(0.3)\n    b=b'\\x01'*(100<<20)\n    os.write(w,b'x')\n"

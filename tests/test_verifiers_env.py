@@ -13,7 +13,6 @@ import json
 import os
 import socket
 import stat
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from rewardlab.rollout import SamplingParams, behaviour, format_prompt, make_eng
 from rewardlab.rollout.driven import DrivenEngine
 
 from test_endpoint import Scripted
+from test_python_env import cli, one_line_error
 
 pytest.importorskip("verifiers.v1")
 
@@ -60,18 +60,6 @@ def offline_uv(tmp_path_factory) -> dict:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
-
-
-def cli(env: dict, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    full = {**os.environ, **env, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "REWARDLAB_REWARD_WORKERS": "1"}
-    return subprocess.run([sys.executable, "-m", "rewardlab", *args], capture_output=True, text=True, env=full,
-                          cwd=cwd, timeout=600)
-
-
-def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
-    assert r.returncode != 0, r.stdout
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert "Traceback" not in r.stderr and len(lines) == 1 and needle in lines[0], r.stderr
 
 
 def test_the_tasksets_tasks_are_the_rows(offline_uv):
@@ -262,9 +250,9 @@ def test_an_engine_failure_is_the_runs_error_not_an_episodes_status(tiny_model_d
 
 def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path, offline_uv):
     run = tmp_path / "run"
-    r = cli(offline_uv, "train", "--env", SPEC, "--model", str(tiny_model_dir), "--steps", "2",
+    r = cli("train", "--env", SPEC, "--model", str(tiny_model_dir), "--steps", "2",
             "--output-dir", str(run), "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "8",
-            "--temperature", "0.5", "--top-p", "0.9", "--progress", "false", "--plots", "false")
+            "--temperature", "0.5", "--top-p", "0.9", "--progress", "false", "--plots", "false", env=offline_uv)
     assert r.returncode == 0, r.stderr[-2000:]
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [m for m in metrics if "rewards/verifiers/mean" in m]
@@ -274,8 +262,8 @@ def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path,
     rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 8 and all(x["info"]["status"] == "ok" for x in rollouts)
     out = tmp_path / "eval"
-    e = cli(offline_uv, "eval", str(run / "checkpoints" / "step-000002"), "--env", SPEC, "--limit", "2",
-            "--output", str(out), "--max-new-tokens", "8", "--quiet")
+    e = cli("eval", str(run / "checkpoints" / "step-000002"), "--env", SPEC, "--limit", "2",
+            "--output", str(out), "--max-new-tokens", "8", "--quiet", env=offline_uv)
     assert e.returncode == 0, e.stderr[-2000:]
     name = envs.short_name(SPEC)
     results = json.loads((out / "results.json").read_text())
@@ -287,7 +275,7 @@ def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path,
     (("train", "--env", SPEC, "--async-steps", "1", "--steps", "1"), "brings its own tools"),
 ])
 def test_cli_bad_verifiers_environment_is_one_line(args, needle, tmp_path, offline_uv):
-    one_line_error(cli(offline_uv, *args, cwd=tmp_path), needle)
+    one_line_error(cli(*args, cwd=tmp_path, env=offline_uv), needle)
 
 
 def test_requests_of_abandoned_episodes_stop_sampling_when_the_driver_moves_on(tiny_model_dir):
