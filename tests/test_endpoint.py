@@ -319,3 +319,12 @@ def test_concurrent_unseeded_requests_share_engine_calls_and_seeded_ones_do_not(
         lps = [c["logprob"] for c in choice["logprobs"]["content"]]
         assert lps == pytest.approx(trainer_logprobs(model, ids, choice["token_ids"], SamplingParams(6)),
                                     rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize(("args", "needle"), [(("--engine", "vllm", "--logprob-support", "full"), "kept set only"),
+                                              (("--engine", "nope"), "Invalid value for '--engine'")])
+def test_serve_policy_engine_choice_is_checked_in_one_line(tiny_model_dir, args, needle):
+    r = subprocess.run([sys.executable, "-m", "rewardlab", "serve-policy", str(tiny_model_dir), "--port", "0", *args],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert needle in r.stderr, r.stderr

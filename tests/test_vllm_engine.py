@@ -17,6 +17,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -467,3 +468,62 @@ def test_seeded_calls_over_the_cpu_step_budget(vllm_setup):
     assert len(outs) == k and engine.stats["seeded"] == 0.0
     small = engine.generate(["def add(a, b):"], 2, sp)
     assert len(small) == 2 and engine.stats["seeded"] == 1.0
+
+
+@needs_vllm
+def test_the_policy_endpoint_serves_the_vllm_engine_with_the_trainers_logprobs(vllm_setup):
+    """``serve-policy --engine vllm`` / a verifiers run on ``--rollout vllm``: the endpoint over the vLLM engine
+    returns the sampled ids with the trainer's behaviour log-probs, at T 0.7 / top-k 20."""
+    import httpx
+
+    from rewardlab.rollout.driven import LoopbackServer
+    from rewardlab.rollout.endpoint import ServedPolicy, create_app
+    from rewardlab.rollout import Completion
+    from rewardlab.train.logprobs import pad_batch, token_logprobs
+
+    _, model, tok, engine = vllm_setup
+    prompt = tok(format_prompt(tok, "What is 3 plus 4?"))["input_ids"]
+    params = {"max_tokens": 10, "temperature": 0.7, "top_k": 20, "seed": 3, "n": 2}
+    with LoopbackServer(create_app(ServedPolicy(engine, tok, name="vllm"))) as live:
+        reply = httpx.post(f"{live.url}/inference/v1/generate", json={"token_ids": prompt, "sampling_params": params},
+                           timeout=120).json()
+    sp = SamplingParams(max_new_tokens=10, temperature=0.7, top_k=20)
+    outs = [Completion(0, prompt, ch["token_ids"], "", "stop", [x["logprob"] for x in ch["logprobs"]["content"]])
+            for ch in reply["choices"]]
+    b = pad_batch(outs, tok.pad_token_id, "cpu")
+    with torch.no_grad():
+        lp, _ = token_logprobs(model, b, behaviour=sp)  # (2, R) the trainer's
+    for i, o in enumerate(outs):
+        assert o.token_ids
+        torch.testing.assert_close(torch.tensor(o.logprobs), lp[i, : len(o.token_ids)], rtol=1e-4, atol=1e-4)
+
+
+@needs_vllm
+def test_serve_policy_cli_starts_on_the_vllm_engine(vllm_setup):
+    import httpx
+
+    path = vllm_setup[0]
+    proc = subprocess.Popen([sys.executable, "-m", "rewardlab", "serve-policy", str(path), "--engine", "vllm",
+                             "--dtype", "float32", "--port", "0", "--max-model-len", "512"],
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        url = None
+        for line in proc.stderr:  # vLLM's own start-up lines first, then ours with the URL
+            if line.startswith("rewardlab serve-policy:"):
+                url = line.split(" on ")[1].split("/v1")[0]
+                break
+        assert url, "serve-policy never said where it listens"
+        health: dict = {}
+        for _ in range(300):
+            try:
+                health = httpx.get(f"{url}/health", timeout=5).json()
+                break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        assert health["status"] == "ok"
+        ids = httpx.post(f"{url}/inference/v1/generate", json={"token_ids": [5, 6, 7], "sampling_params": {
+            "max_tokens": 4, "seed": 1}}, timeout=120).json()["choices"][0]["token_ids"]
+        assert 0 < len(ids) <= 4
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

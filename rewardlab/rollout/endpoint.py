@@ -84,6 +84,10 @@ class ServedPolicy:
     pending: list = field(default_factory=list, repr=False)
     """Requests waiting for the engine (:meth:`generate`)."""
     pending_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    threads: int = field(default_factory=lambda: _torch().get_num_threads())
+    """The torch (OpenMP) thread count of the thread that built the policy, set in every thread that calls the
+    engine: a request runs in a worker thread, whose OpenMP count is the process default, and vLLM's CPU
+    attention refuses to run under another count than it was built with (``thread_num == thread_num (2 vs. 1)``)."""
     failure: BaseException | None = field(default=None, repr=False)
     """The first error an engine call raised (an out-of-memory, a broken engine), kept for whoever drives the
     endpoint in-process (:class:`~rewardlab.rollout.driven.DrivenEngine` re-raises it): a client only sees a 500."""
@@ -112,6 +116,8 @@ class ServedPolicy:
                     batch = self._take(req)
                 if not batch:  # abandoned meanwhile (:meth:`abandon`)
                     continue
+                if _torch().get_num_threads() != self.threads:  # this thread's own OpenMP count (see threads)
+                    _torch().set_num_threads(self.threads)
                 try:
                     out = self.engine.generate_ids([r.prompt_ids for r in batch], n, sampling)
                 except BaseException as e:
@@ -161,6 +167,12 @@ class ServedPolicy:
         else:
             text = format_prompt(self.tokenizer, messages)
         return list(self.engine.encode(text))
+
+
+def _torch() -> Any:
+    import torch  # lazy: the endpoint's wire code stays importable without it
+
+    return torch
 
 
 @dataclass(eq=False)
