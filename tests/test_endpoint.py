@@ -321,8 +321,8 @@ def test_concurrent_unseeded_requests_share_engine_calls_and_seeded_ones_do_not(
                                     rel=1e-4, abs=1e-4)
 
 
-@pytest.mark.parametrize(("args", "needle"), [(("--engine", "vllm", "--logprob-support", "full"), "kept set only"),
-                                              (("--engine", "nope"), "Invalid value for '--engine'")])
+@pytest.mark.parametrize(("args", "needle"), [(("--rollout", "vllm", "--logprob-support", "full"), "kept set only"),
+                                              (("--rollout", "nope"), "Invalid value for '--rollout'")])
 def test_serve_policy_engine_choice_is_checked_in_one_line(tiny_model_dir, args, needle):
     r = subprocess.run([sys.executable, "-m", "rewardlab", "serve-policy", str(tiny_model_dir), "--port", "0", *args],
                        capture_output=True, text=True, timeout=120)

@@ -472,7 +472,7 @@ def test_seeded_calls_over_the_cpu_step_budget(vllm_setup):
 
 @needs_vllm
 def test_the_policy_endpoint_serves_the_vllm_engine_with_the_trainers_logprobs(vllm_setup):
-    """``serve-policy --engine vllm`` / a verifiers run on ``--rollout vllm``: the endpoint over the vLLM engine
+    """``serve-policy --rollout vllm`` / a verifiers run on ``--rollout vllm``: the endpoint over the vLLM engine
     returns the sampled ids with the trainer's behaviour log-probs, at T 0.7 / top-k 20."""
     import httpx
 
@@ -503,7 +503,7 @@ def test_serve_policy_cli_starts_on_the_vllm_engine(vllm_setup):
     import httpx
 
     path = vllm_setup[0]
-    proc = subprocess.Popen([sys.executable, "-m", "rewardlab", "serve-policy", str(path), "--engine", "vllm",
+    proc = subprocess.Popen([sys.executable, "-m", "rewardlab", "serve-policy", str(path), "--rollout", "vllm",
                              "--dtype", "float32", "--port", "0", "--max-model-len", "512"],
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:

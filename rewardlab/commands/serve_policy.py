@@ -3,10 +3,10 @@ log-prob (:mod:`rewardlab.rollout.endpoint`), for agent harnesses and environmen
 
     rewardlab serve-policy default --port 8000
     rewardlab serve-policy runs/x/checkpoints/step-000020 --port 8000 --max-model-len 8192
-    rewardlab serve-policy runs/x/checkpoints/step-000020 --engine vllm --device cuda   # vLLM behind it
+    rewardlab serve-policy runs/x/checkpoints/step-000020 --rollout vllm --device cuda   # vLLM behind it
 
 The engine is built as ``rewardlab eval`` builds it (its row of :data:`rewardlab.rollout.ENGINES`, eval's keywords:
-the server owns the device), so ``--engine`` offers exactly the engines the trainer and the eval offer.
+the server owns the device), so ``--rollout`` offers exactly the engines the trainer and the eval offer.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from rewardlab.rollout.engines import DEFAULT_ENGINE, ENGINES
 @click.option("--name", default=None, help="The model id reported by /v1/models (default: MODEL).")
 @click.option("--max-model-len", default=4096, show_default=True, type=click.IntRange(min=2),
               help="Prompt plus completion tokens at most; longer requests are refused (400).")
-@click.option("--engine", default=DEFAULT_ENGINE, show_default=True, type=click.Choice(list(ENGINES)),
+@click.option("--rollout", default=DEFAULT_ENGINE, show_default=True, type=click.Choice(list(ENGINES)),
               help="The engine that samples: " + ", ".join(
                   f"{k}" + (f" (needs {e.requires})" if e.requires else "") for k, e in ENGINES.items()) + ".")
 @click.option("--seed", default=0, show_default=True, type=int,
@@ -41,7 +41,7 @@ from rewardlab.rollout.engines import DEFAULT_ENGINE, ENGINES
                    "; ".join(f"{k}: {v}" for k, v in SUPPORTS.items()) + ".")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def serve_policy(model: str, host: str, port: int, name: str | None, max_model_len: int, engine: str, seed: int,
+def serve_policy(model: str, host: str, port: int, name: str | None, max_model_len: int, rollout: str, seed: int,
                  device: str, dtype: str, logprob_support: str, log_level: str) -> None:
     """Serve MODEL at /v1/chat/completions and /inference/v1/generate, with token ids and log-probs."""
     from rewardlab.models import check_model, load_model, resolve_device  # lazy: --help stays fast (torch)
@@ -55,10 +55,11 @@ def serve_policy(model: str, host: str, port: int, name: str | None, max_model_l
     on = resolve_device(device)
     loaded, tokenizer = load_model(None if model == "default" else model, dtype=dtype, device=on)
     loaded.eval()
-    if logprob_support == "full" and not ENGINES[engine].reports_full_logprobs:
-        raise RewardlabError(f"--engine {engine} records log-probs over the kept set only: use --logprob-support kept")
-    keywords = ENGINES[engine].eval_keywords(SimpleNamespace(seed=seed, batch_size=32), str(on))
-    policy = ServedPolicy(make_engine(engine, loaded, tokenizer, **keywords), tokenizer, name=name or model,
+    if logprob_support == "full" and not ENGINES[rollout].reports_full_logprobs:
+        raise RewardlabError(f"--rollout {rollout} records log-probs over the kept set only: use --logprob-support "
+                             "kept")
+    keywords = ENGINES[rollout].eval_keywords(SimpleNamespace(seed=seed, batch_size=32), str(on))
+    policy = ServedPolicy(make_engine(rollout, loaded, tokenizer, **keywords), tokenizer, name=name or model,
                           max_model_len=max_model_len, support=logprob_support)
     if max_model_len > int(getattr(loaded.config, "max_position_embeddings", max_model_len)):
         raise RewardlabError(f"--max-model-len {max_model_len} is over the model's "
