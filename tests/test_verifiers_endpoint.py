@@ -19,6 +19,7 @@ import sys
 import pytest
 import torch
 
+from rewardlab.envs.verifiers_env import run_on_loop
 from rewardlab.rollout import SamplingParams, behaviour, format_prompt, make_engine
 from rewardlab.rollout.endpoint import ServedPolicy, create_app
 from test_endpoint import Scripted
@@ -54,7 +55,7 @@ def run_episodes(url: str, model_dir: str, n: int, temperature: float) -> list:
             slots = [s for task in env.taskset for s in env.slots(task, n)]
             return await asyncio.gather(*(env.run_slot(s, ctx) for s in slots))
 
-    return asyncio.run(go())
+    return run_on_loop(go())  # verifiers' one loop per process (an asyncio.run here broke later episodes elsewhere)
 
 
 def test_a_verifiers_episode_holds_the_engines_tokens_the_trainers_logprobs_and_its_own_reward(

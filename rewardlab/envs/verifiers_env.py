@@ -90,13 +90,18 @@ def load_env(text: str, budget: int | None = None) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _loop() -> asyncio.AbstractEventLoop:
-    """The one event loop every verifiers episode of the process runs on, in its own daemon thread: verifiers keeps
-    asyncio state (locks of its interception server and clients, some shared between environments) bound to the
-    loop it first ran on, so episodes cannot run on a fresh ``asyncio.run`` loop per step (after a cancelled
-    episode every later one failed: a lock held on a closed loop)."""
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True, name="rewardlab verifiers").start()
     return loop
+
+
+def run_on_loop(coro: Any) -> Any:
+    """Run ``coro`` on the one event loop every verifiers episode of this process runs on (a daemon thread), and
+    return its result. verifiers keeps asyncio state bound to the first loop that contends for it (a module-level
+    lock of its renderer client, locks of its environments), so episodes cannot run on a fresh ``asyncio.run``
+    loop per step: after one loop had contended for that lock, every later episode on another loop failed ("is
+    bound to a different event loop"). Code that drives verifiers in the same process as a run uses this too."""
+    return asyncio.run_coroutine_threadsafe(coro, _loop()).result()
 
 
 @functools.lru_cache(maxsize=8)
@@ -181,7 +186,7 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
             slots = [s for r in rows for s in env.slots(tasks[int(r.reference["task"])], n)]
             return await asyncio.gather(*(one(k, s) for k, s in enumerate(slots)), return_exceptions=True)
 
-    return [_sample(ep) for ep in asyncio.run_coroutine_threadsafe(episodes(), _loop()).result()]
+    return [_sample(ep) for ep in run_on_loop(episodes())]
 
 
 def _sample(ep: Any) -> dict:
