@@ -316,3 +316,17 @@ def test_requests_of_abandoned_episodes_stop_sampling_when_the_driver_moves_on(t
         t.join(timeout=10)
     assert len(Slow.calls) == 1 and Slow.calls[0] <= done, (Slow.calls, done)
     assert len(errors) == 2 and all("abandoned" in e for e in errors)
+
+
+def test_a_batch_that_mixes_episodes_with_plain_prompts_is_refused_and_plain_ones_go_to_the_base(tiny_model_dir):
+    from rewardlab.models import load_model
+
+    model, tok = load_model(str(tiny_model_dir))
+    engine = DrivenEngine(make_engine("hf", model, tok), tok, drive=FakeDrive([]), is_driven=lambda row: row["env"])
+    sp = SamplingParams(max_new_tokens=2)
+    with pytest.raises(RewardlabError, match="mixes environment episodes with plain prompts"):
+        engine.generate(["a", "b"], 1, sp, rows=[{"env": True}, {"env": False}])
+    with pytest.raises(RewardlabError, match="1 rows for 2 prompts"):
+        engine.generate(["a", "b"], 1, sp, rows=[{"env": True}])
+    plain = engine.generate(["a", "b"], 1, sp, rows=[{"env": False}, {"env": False}])  # a held-out plain benchmark
+    assert len(plain) == 2 and all(c.episode is None for c in plain) and engine.server is None

@@ -34,6 +34,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.decode import eos_ids
 from rewardlab.rollout.endpoint import ServedPolicy, create_app
+from rewardlab.rollout.episodes import environment_batch
 
 STARTUP_S = 30.0
 """Seconds the loopback endpoint may take to start (a one-line error past them)."""
@@ -90,13 +91,8 @@ class DrivenEngine:
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams, *,
                  rows: list[Any] | None = None) -> list[Completion]:
-        if rows is not None and len(rows) != len(prompts):
-            raise RewardlabError(f"DrivenEngine.generate: {len(rows)} rows for {len(prompts)} prompts")
-        driven = [self.is_driven(r) for r in rows] if rows is not None else []
-        if not any(driven):
+        if not environment_batch("DrivenEngine", prompts, rows, self.is_driven):
             return self.base.generate(prompts, n, sampling)
-        if not all(driven):
-            raise RewardlabError("DrivenEngine.generate: a batch mixes environment episodes with plain prompts")
         url = self._serve(sampling)
         settings = {"temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens}
         settings |= {"top_k": sampling.top_k} if sampling.top_k else {}

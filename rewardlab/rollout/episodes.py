@@ -229,6 +229,20 @@ def _verdict(ep: _Open, lim: Limits) -> dict:
     return out
 
 
+def environment_batch(engine: str, prompts: list[str], rows: list[Any] | None, is_env: Callable[[Any], bool]) -> bool:
+    """Whether an environment engine's batch is its environment's episodes (True) or plain prompts that its base
+    engine samples (False: no rows, or rows of plain tasks, as a held-out benchmark's); a batch that mixes both, or
+    whose rows do not match its prompts, is an error."""
+    if rows is None:
+        return False
+    if len(rows) != len(prompts):
+        raise RewardlabError(f"{engine}.generate: {len(rows)} rows for {len(prompts)} prompts")
+    marked = [is_env(r) for r in rows]
+    if any(marked) and not all(marked):
+        raise RewardlabError(f"{engine}.generate: a batch mixes environment episodes with plain prompts")
+    return any(marked)
+
+
 @dataclass
 class EpisodeEngine:
     """Environment episodes (:func:`rollout_episodes`) behind the engine interface: ``generate(prompts, n,
@@ -247,13 +261,8 @@ class EpisodeEngine:
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams, *,
                  rows: list[Any] | None = None) -> list[Completion]:
-        if rows is not None and len(rows) != len(prompts):
-            raise RewardlabError(f"EpisodeEngine.generate: {len(rows)} rows for {len(prompts)} prompts")
-        episodic = [self.is_episode(r) for r in rows] if rows is not None else []
-        if not any(episodic):
+        if not environment_batch("EpisodeEngine", prompts, rows, self.is_episode):
             return self.base.generate(prompts, n, sampling)
-        if not all(episodic):
-            raise RewardlabError("EpisodeEngine.generate: a batch mixes environment episodes with plain prompts")
         trajs = rollout_episodes(self.model, self.tokenizer, prompts, n, sampling,
                                  open_episode=lambda i: self.open_episode(rows[i]), settings=self.settings,
                                  max_model_tokens=sampling.max_new_tokens, batch_size=self.batch_size,
