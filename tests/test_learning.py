@@ -148,7 +148,7 @@ def test_grpo_learns_at_a_sampled_recipe_and_its_controls_do_not(k, tiny_model_d
     assert rise >= RISE and flipped <= FLAT and noise <= NOISE, (rise, flipped, noise)
 
 
-@pytest.mark.parametrize("packing", ["sequences", "groups"])
+@pytest.mark.parametrize("packing", ["sequences", "groups", "auto"])
 def test_grpo_learns_with_packed_token_budget_micro_batches_and_its_controls_do_not(packing, tiny_model_dir, tmp_path,
                                                                                   monkeypatch):
     """Micro-batches cut by a token budget (longest first) and laid out padding-free (rewardlab.train.sizes):

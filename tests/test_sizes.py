@@ -3,6 +3,7 @@ log-probs (``rewardlab.train.logprobs.packed_logprobs``) against the padded path
 
 from __future__ import annotations
 
+import math
 import random
 from types import SimpleNamespace
 
@@ -13,7 +14,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.models import load_model
 from rewardlab.rollout import SamplingParams
 from rewardlab.train.logprobs import packed_logprobs, pad_batch, token_logprobs
-from rewardlab.train.sizes import LAYOUT_COST, group_packed_cost, longest_first, micro_spans, packed_cost, padded_cost
+from rewardlab.train.sizes import LAYOUT_COST, Layouts, group_packed_cost, longest_first, micro_spans, packed_cost, padded_cost
 
 
 def _shapes(n=40, seed=0):
@@ -101,8 +102,8 @@ def test_each_rank_gets_an_equal_count_and_a_balanced_share_of_the_tokens():
         (int(rng.lognormvariate(5, 1)) + 1 for _ in range(32)), reverse=True)]  # the long tail at the front
 
     def share(rank, world=4, budget=500, packing="none"):
-        run = SimpleNamespace(dist=SimpleNamespace(world_size=world, rank=rank),
-                              sizes=SimpleNamespace(max_tokens_per_micro_batch=budget, packing=packing))
+        run = SimpleNamespace(dist=SimpleNamespace(world_size=world, rank=rank), packing=packing,
+                              sizes=SimpleNamespace(max_tokens_per_micro_batch=budget))
         return shard_of(run, samples)
 
     parts = [share(r) for r in range(4)]
@@ -144,3 +145,52 @@ def test_the_critics_old_values_pass_is_cut_by_the_token_budget_too():
     out = old_values(run(100), kept, 40)
     assert all(padded_cost([(0, 4, n) for n in sizes]) <= 100 for sizes in seen) and len(seen) > 2
     assert [n for sizes in seen for n in sizes] == lengths and out[:, 0].tolist() == [float(n) for n in lengths]
+
+
+def test_a_fixed_packing_is_every_steps_layout_and_auto_keeps_the_fastest_it_timed():
+    fixed = Layouts("groups")
+    assert [fixed.current for _ in range(3)] == ["groups"] * 3 and fixed.record(1.0, 10) is None
+    auto = Layouts("auto")
+    # seconds per token of each step: warm-up (not timed), then none, sequences, groups twice; one disturbed
+    # step each for none (12) and sequences (7): the best of each layout's steps is its figure
+    seconds = [99.0, 12.0, 2.0, 2.5, 3.0, 7.0, 2.5, 1.0, 1.0, 1.0]
+    ran, said = [], []
+    for s in seconds:
+        ran.append(auto.current)
+        said.append(auto.record(s * 100, 100))
+    assert ran == ["none", "none", "sequences", "groups", "none", "sequences", "groups"] + ["sequences"] * 3
+    assert said[:6] == [None] * 6 and said[7:] == [None] * 3
+    assert said[6] == ("--packing auto: none 3e+03 ms, sequences 2e+03 ms, groups 2.5e+03 ms per response token "
+                       "(best of 2 steps each) -> sequences")
+
+
+def test_packing_auto_trains_each_layout_then_the_fastest(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """A real run: the warm-up step padded, two rounds of the three layouts, then the one the trial chose, in
+    every later row of ``packing/layout``; what the trial measured is said once."""
+    import json
+
+    from rewardlab.train import build_config, train
+
+    out = tmp_path / "run"
+    train(build_config(None, {
+        "model": str(tiny_model_dir), "output_dir": str(out), "task": "arith", "task_limit": 32, "steps": 9,
+        "prompts_per_step": 2, "group_size": 4, "max_new_tokens": 8, "packing": "auto",
+        "max_tokens_per_micro_batch": 64, "threads": 1, "progress": False, "plots": False, "save_every": 1000}))
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("--packing auto:")]
+    assert len(said) == 1, said
+    chosen = said[0].rsplit("-> ", 1)[1]
+    assert [r["packing/layout"] for r in rows] == ["none", "none", "sequences", "groups", "none", "sequences",
+                                                   "groups", chosen, chosen]
+    timed = {}
+    for r in rows[1:7]:
+        timed.setdefault(r["packing/layout"], []).append(r["time/update"])
+    assert all(len(v) == 2 for v in timed.values()) and all(math.isfinite(r["loss"]) for r in rows)
+
+
+def test_an_unknown_packing_is_one_line_naming_the_choices():
+    from rewardlab.train.config import TrainConfig
+    from rewardlab.train.sizes import derive
+
+    with pytest.raises(RewardlabError, match="choose one of: none, sequences, groups, auto"):
+        derive(TrainConfig(packing="fastest"))

@@ -33,7 +33,7 @@ from rewardlab.tasks import Row
 from rewardlab.train import async_rollout, distributed, feedback
 from rewardlab.train.async_worker import GENERATION_PRELOAD
 from rewardlab.train.checkpoint import clean_partial, latest_checkpoint, load_trainer_state, load_weights, set_rng_state
-from rewardlab.train.sizes import derive
+from rewardlab.train.sizes import Layouts, derive
 from rewardlab.train.config import TrainConfig, driven, episodic, resolve_algo, to_dict, tools_of, total_token_budget
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.logprobs import FrozenPrefix, decoder_blocks, freeze_to_top_layers
@@ -74,7 +74,8 @@ def build_plan(cfg: TrainConfig, locks: list[FolderLock]) -> Plan:
         device = dist.device
     return Plan(cfg=cfg, algo=algo, sizes=sizes, dist=dist, device=device, run_dir=run_dir, rows=rows,
                 reward_fn=reward_fn, main_reward=main_reward, ckpt=ckpt, state=state,
-                start_step=int(state["step"]) if state else 0, correction=algo.rollout_correction())
+                start_step=int(state["step"]) if state else 0, correction=algo.rollout_correction(),
+                layouts=Layouts(cfg.packing))
 
 
 def build_rows(cfg: TrainConfig) -> list[Row]:

@@ -43,8 +43,9 @@ FEEDBACK_PROMPT = ("A student answered a question. In one or two sentences, say 
                    "if it is wrong, point to the mistake. Do not give the answer yourself.\n\n"
                    "Question: {question}\n\nStudent's answer: {answer}")
 """The default ``--feedback-prompt``."""
-PACKINGS: tuple[str, ...] = ("none", "sequences", "groups")
-"""``--packing`` layouts (their costs: :data:`rewardlab.train.sizes.LAYOUT_COST`)."""
+PACKINGS: tuple[str, ...] = ("none", "sequences", "groups", "auto")
+"""``--packing``: the micro-batch layouts (their costs: :data:`rewardlab.train.sizes.LAYOUT_COST`), and ``auto``,
+which times each layout on the run's first update steps and keeps the fastest (:class:`rewardlab.train.sizes.Layouts`)."""
 
 
 @dataclass

@@ -73,6 +73,8 @@ def step_metrics(run: Run, batch: Batch, update: Update, t_step: float, cpu_step
     for key in ("rss_mb", "gpu_mb"):  # the update's largest micro-batch peak (the token budget bounds it)
         if update.micro_peaks and key in update.micro_peaks[0]:
             metrics[f"memory/micro_batch_peak_{key}"] = max(p[key] for p in update.micro_peaks)
+    if run.cfg.packing == "auto":  # the layout this step ran in: a trial, then the one chosen
+        metrics["packing/layout"] = update.layout
     metrics["grad_norm"] = mean_or_none(update.grad_norms)
     metrics["lr"] = run.scheduler.get_last_lr()[0]
     metrics.update(batch.timings)

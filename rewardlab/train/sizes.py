@@ -47,9 +47,51 @@ def group_packed_cost(rows: Sequence[Shape]) -> int:
     return sum({r[0]: r[1] for r in rows}.values()) + sum(r[2] for r in rows)
 
 
-LAYOUT_COST: dict[str, Callable[[Sequence[Shape]], int]] = dict(zip(PACKINGS, (padded_cost, packed_cost,
-                                                                                group_packed_cost)))
-"""``--packing`` -> what a micro-batch of that layout costs, in positions, against the token budget."""
+LAYOUT_COST: dict[str, Callable[[Sequence[Shape]], int]] = dict(zip(PACKINGS[:3], (padded_cost, packed_cost,
+                                                                                    group_packed_cost)))
+"""A ``--packing`` layout -> what a micro-batch of that layout costs, in positions, against the token budget."""
+
+
+class Layouts:
+    """The layout each update step runs in: ``--packing``'s, or, with ``auto``, the fastest measured in this run.
+
+    ``auto`` decides from a measurement, on the run's own batches, model and device (which layout wins depends
+    on all three: on CPU a packed row's attention mask is quadratic in the row, on a GPU the varlen kernel is
+    not). The first update step runs padded and is not timed (first-call allocations); the next ``rounds`` x 3
+    run each layout in turn, timed as update seconds per response token (the slowest rank's, so every rank
+    keeps the same layout); every later step runs the layout with the lowest of its timings (the least
+    disturbed by other work on the machine). Every layout computes the same loss and gradients, so the trial
+    changes how fast a step runs, not what it learns. A resumed run measures again."""
+
+    def __init__(self, packing: str, rounds: int = 2) -> None:
+        self.packing = packing
+        self.trials = list(LAYOUT_COST) * rounds if packing == "auto" else []
+        self.timings: dict[str, list[float]] = {layout: [] for layout in LAYOUT_COST}
+        self.chosen = packing if packing != "auto" else None
+        self.warm = packing != "auto"
+
+    @property
+    def current(self) -> str:
+        """The layout of the next update step."""
+        if self.chosen is not None:
+            return self.chosen
+        return self.trials[0] if self.warm else "none"
+
+    def record(self, seconds: float, tokens: float) -> str | None:
+        """Account the step just run in :attr:`current` (``seconds`` of update over ``tokens`` response tokens,
+        already reduced over ranks); returns the decision's one-line summary on the step that makes it."""
+        if self.chosen is not None:
+            return None
+        if not self.warm:
+            self.warm = True
+            return None
+        self.timings[self.trials.pop(0)].append(seconds / max(tokens, 1.0))
+        if self.trials:
+            return None
+        best = {layout: min(t) for layout, t in self.timings.items()}
+        self.chosen = min(best, key=best.__getitem__)
+        return ("--packing auto: " + ", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in best.items())
+                + f" per response token (best of {len(self.timings[self.chosen])} steps each) -> {self.chosen}")
 
 
 def longest_first(shapes: Sequence[Shape], *, by_prompt: bool = False) -> list[int]:
@@ -123,7 +165,7 @@ class Derived:
     max_tokens_per_micro_batch: int = 0
     """Token budget of a micro-batch (0 = cut by ``micro_batch_size``)."""
     packing: str = "none"
-    """The micro-batch layout (a key of :data:`LAYOUT_COST`)."""
+    """``--packing``: a micro-batch layout (a key of :data:`LAYOUT_COST`), or ``auto`` (:class:`Layouts`)."""
 
     def describe(self) -> str:
         """A short human-readable table of the sizes."""
@@ -151,8 +193,8 @@ def derive(cfg: TrainConfig, *, world_size: int = 1, mini_batches: int | None = 
     """Compute and check the batch arithmetic. ``mini_batches`` defaults to the algorithm's in force
     (the preset's, or ``--mini-batches``): ``derive(TrainConfig(algo="gspo"))`` has 4 optimizer steps
     per rollout, as a GSPO run does."""
-    if cfg.packing not in LAYOUT_COST:
-        raise RewardlabError(f"unknown packing {cfg.packing!r}; choose one of: {', '.join(LAYOUT_COST)}")
+    if cfg.packing not in PACKINGS:
+        raise RewardlabError(f"unknown packing {cfg.packing!r}; choose one of: {', '.join(PACKINGS)}")
     if cfg.max_tokens_per_micro_batch < 0:
         raise RewardlabError(f"--max-tokens-per-micro-batch must be >= 0 (0 = by count), got "
                              f"{cfg.max_tokens_per_micro_batch}")
@@ -195,5 +237,5 @@ def derive(cfg: TrainConfig, *, world_size: int = 1, mini_batches: int | None = 
     )
 
 
-__all__ = ["Derived", "LAYOUT_COST", "Shape", "derive", "group_packed_cost", "longest_first", "micro_spans",
+__all__ = ["Derived", "LAYOUT_COST", "Layouts", "derive", "group_packed_cost", "longest_first", "micro_spans",
            "packed_cost", "padded_cost", "split_to"]

@@ -23,7 +23,7 @@ from rewardlab.rewards.pool import score_batch
 from rewardlab.rollout.base import Completion, RolloutEngine, SamplingParams
 from rewardlab.tasks import Row
 from rewardlab.train.config import TrainConfig
-from rewardlab.train.sizes import Derived
+from rewardlab.train.sizes import Derived, Layouts
 from rewardlab.train.critic import ValueModel
 from rewardlab.train.distributed import DistInfo
 from rewardlab.train.logprobs import FrozenPrefix, packed_logprobs, shared_prompt_logprobs
@@ -64,6 +64,8 @@ class Plan:
     start_step: int
     correction: Correction | None
     """``--correction``: the rollout correction in force (None = off)."""
+    layouts: Layouts
+    """The layout of each update step (``--packing``; ``auto`` measures them on the first steps)."""
 
     @property
     def main(self) -> bool:
@@ -174,6 +176,11 @@ class Run:
         return self.plan.dist
 
     @property
+    def packing(self) -> str:
+        """The micro-batch layout of this update step (a key of :data:`rewardlab.train.sizes.LAYOUT_COST`)."""
+        return self.plan.layouts.current
+
+    @property
     def device(self) -> torch.device:
         return self.plan.device
 
@@ -277,9 +284,9 @@ class Run:
         under the run's behaviour distribution, in the ``--packing`` layout: padded rows with each distinct prompt
         run once (none), one packed row (sequences), or each prompt once followed by its responses (groups)."""
         kw = dict(autocast=self.autocast, grad=grad, with_entropy=with_entropy, behaviour=self.behaviour)
-        if self.sizes.packing == "none":
+        if self.packing == "none":
             return shared_prompt_logprobs(model, micro, self.tok.pad_token_id, self.device, prefix=prefix, **kw)
-        return (*packed_logprobs(model, micro, self.device, groups=self.sizes.packing == "groups", **kw), None)
+        return (*packed_logprobs(model, micro, self.device, groups=self.packing == "groups", **kw), None)
 
     def grade(self, rows: list[Row], texts: list[str], reward: Reward | None = None,
               episodes: list[dict | None] | None = None) -> list[RewardResult]:

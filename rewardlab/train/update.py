@@ -48,6 +48,8 @@ class Update:
     """(tokens, rollout-correction metrics) per micro-batch, logged as ``rollout_corr/<name>``."""
     micro_peaks: list[dict[str, float]] = field(default_factory=list)
     """Each micro-batch's peak memory (:func:`rewardlab.train.memory.micro_batch_memory`)."""
+    layout: str = "none"
+    """The micro-batch layout the step ran in (``--packing``; with ``auto``, its trial or its choice)."""
 
 
 @dataclass
@@ -130,7 +132,19 @@ def update_policy(run: Run, batch: Batch) -> Update:
         combined = algos.combine_metrics(update.loss_metrics)
         kl = combined.get("kl_ref") if run.algo.beta > 0 else combined.get("approx_kl_old")
         run.clip_adapt.update(max(0.0, float(kl or 0.0)))
-    batch.timings["time/update"] = time.perf_counter() - t0
+    return timed(run, batch, update, t0)
+
+
+def timed(run: Run, batch: Batch, update: Update, t0: float) -> Update:
+    """The update's seconds (``time/update``) and its layout, accounted to ``--packing auto``'s trial."""
+    seconds = batch.timings["time/update"] = time.perf_counter() - t0
+    update.layout = run.packing
+    if not update.grad_norms:  # no optimizer step ran (online DPO without a pair): nothing to time
+        return update
+    decided = run.plan.layouts.record(distributed.all_reduce_max(seconds),
+                                      float(sum(len(s.token_ids) for s in batch.kept)))
+    if decided:
+        run.say(decided)
     return update
 
 
@@ -167,8 +181,7 @@ def dpo_update(run: Run, batch: Batch) -> Update:
         run.engine.load_weights(run.model)
     else:  # every group had equal rewards: no pair, no update; the row says so
         update.loss_metrics.append({"dpo/pairs": 0.0})
-    batch.timings["time/update"] = time.perf_counter() - t0
-    return update
+    return timed(run, batch, update, t0)
 
 
 def frozen_logprobs(run: Run, minis: list[list[Micro]]) -> None:
@@ -193,7 +206,7 @@ def shard_of(run: Run, samples: list[Sample]) -> list[Sample]:
     not group packing, which keeps a prompt's rows together), a balanced share of its tokens: sequences longest
     first, dealt to the ranks in snake order (0..W-1, W-1..0, ...), so no rank waits for another's long tail."""
     world = run.dist.world_size
-    if world == 1 or not run.sizes.max_tokens_per_micro_batch or run.sizes.packing == "groups" or len(samples) % world:
+    if world == 1 or not run.sizes.max_tokens_per_micro_batch or run.packing == "groups" or len(samples) % world:
         return distributed.shard(samples, run.dist)  # (an uneven count is refused there, with its message)
     order = longest_first([(0, len(s.prompt_ids), len(s.token_ids)) for s in samples])
     rank = run.dist.rank
@@ -205,16 +218,16 @@ def cut(run: Run, samples: list[Sample]) -> list[list[Sample]]:
     """One mini-batch (this rank's samples) as its micro-batches: ``--micro-batch-size`` rows each in their
     order, or, with ``--max-tokens-per-micro-batch``, longest first and cut by the layout's cost
     (:func:`rewardlab.train.sizes.micro_spans`), into the same number on every rank."""
-    sz = run.sizes
+    sz, layout = run.sizes, run.packing
     prompt_of: dict[tuple[int, ...], int] = {}
     shapes = [(prompt_of.setdefault(tuple(s.prompt_ids), len(prompt_of)), len(s.prompt_ids), len(s.token_ids))
               for s in samples]  # (prompt id, prompt tokens, response tokens)
     if sz.max_tokens_per_micro_batch:
-        order = longest_first(shapes, by_prompt=sz.packing == "groups")
+        order = longest_first(shapes, by_prompt=layout == "groups")
         samples, shapes = [samples[i] for i in order], [shapes[i] for i in order]
-    spans = micro_spans(shapes, count=sz.micro_batch_size, budget=sz.max_tokens_per_micro_batch, layout=sz.packing)
+    spans = micro_spans(shapes, count=sz.micro_batch_size, budget=sz.max_tokens_per_micro_batch, layout=layout)
     if sz.max_tokens_per_micro_batch:  # every rank runs as many micro-batches as the one that needs most
-        spans = split_to(spans, shapes, distributed.all_reduce_max(len(spans)), sz.packing)
+        spans = split_to(spans, shapes, distributed.all_reduce_max(len(spans)), layout)
     return [samples[a:b] for a, b in spans]
 
 
@@ -342,7 +355,7 @@ def micro_step(run: Run, m: Micro, step: Step, update: Update) -> dict[str, floa
         with run.prefix.replay(m.frozen):
             lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast,
                                      behaviour=run.behaviour)  # (B, R)
-    elif not cfg.gradient_checkpointing or run.sizes.packing != "none":  # each distinct prompt once, with grad
+    elif not cfg.gradient_checkpointing or run.packing != "none":  # each distinct prompt once, with grad
         lp, ent, _ = run.logprobs(run.model, micro, grad=True, with_entropy=True)
     else:
         lp, ent = token_logprobs(run.model, b, with_entropy=True, autocast=run.autocast,
