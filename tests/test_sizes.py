@@ -14,7 +14,8 @@ from rewardlab.errors import RewardlabError
 from rewardlab.models import load_model
 from rewardlab.rollout import SamplingParams
 from rewardlab.train.logprobs import packed_logprobs, pad_batch, token_logprobs
-from rewardlab.train.sizes import LAYOUT_COST, Layouts, group_packed_cost, longest_first, micro_spans, packed_cost, padded_cost
+from rewardlab.train.sizes import (LAYOUT_COST, Layouts, group_packed_cost, longest_first, micro_spans, packed_cost,
+                                   padded_cost)
 
 
 def _shapes(n=40, seed=0):

@@ -45,7 +45,8 @@ FEEDBACK_PROMPT = ("A student answered a question. In one or two sentences, say 
 """The default ``--feedback-prompt``."""
 PACKINGS: tuple[str, ...] = ("none", "sequences", "groups", "auto")
 """``--packing``: the micro-batch layouts (their costs: :data:`rewardlab.train.sizes.LAYOUT_COST`), and ``auto``,
-which times each layout on the run's first update steps and keeps the fastest (:class:`rewardlab.train.sizes.Layouts`)."""
+which times each layout on the run's first update steps and keeps the fastest
+(:class:`rewardlab.train.sizes.Layouts`)."""
 
 
 @dataclass
