@@ -180,6 +180,34 @@ def test_max_tokens_is_cut_to_the_room_left_and_stop_token_ids_end_a_choice(serv
         assert cut["token_ids"] == ids[: ids.index(ids[1]) + 1] and cut["finish_reason"] == "stop"
 
 
+@pytest.mark.parametrize("n", [1, 2], ids=["generate", "shared-prefix"])
+def test_stop_token_ids_reach_the_engine_which_stops_sampling_there(served, n, monkeypatch):
+    """A chat template's end-of-turn token, sent as ``stop_token_ids``, ends the engine's decode loop, not a cut
+    made after sampling the whole budget: the model runs as many forwards as the choices need, no more."""
+    url, policy, model, tok = served
+    body = {"token_ids": [5, 6, 7, 8], "sampling_params": {"max_tokens": 48, "temperature": 1.0, "seed": 3, "n": n}}
+    full = [c["token_ids"] for c in httpx.post(url + "/inference/v1/generate", json=body, timeout=60).json()["choices"]]
+    if min(len(ids) for ids in full) < 40:
+        pytest.skip("the random model ended a choice early at this seed")
+    stops = sorted({ids[2] for ids in full})
+    needed = max(min(ids.index(t) for t in stops if t in ids) + 1 for ids in full)  # tokens the longest choice keeps
+    seen, calls = [], []
+    engine_call = policy.engine.generate_ids
+    monkeypatch.setattr(policy.engine, "generate_ids", lambda p, k, sampling, **kw: (
+        seen.append(sampling), engine_call(p, k, sampling, **kw))[1])
+    hook = model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        body["sampling_params"]["stop_token_ids"] = stops
+        got = httpx.post(url + "/inference/v1/generate", json=body, timeout=60).json()["choices"]
+    finally:
+        hook.remove()
+    assert [s.stop_token_ids for s in seen] == [tuple(stops)]
+    for ids, choice in zip(full, got):
+        cut = min(ids.index(t) for t in stops if t in ids) + 1
+        assert choice["token_ids"] == ids[:cut] and choice["finish_reason"] == "stop"
+    assert len(calls) <= needed + 1, (len(calls), needed)  # one prefill, then a forward per further token
+
+
 def test_serve_policy_bad_input_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "rewardlab", "serve-policy", str(tmp_path / "missing"), "--port", "0"],
                        capture_output=True, text=True, timeout=120)

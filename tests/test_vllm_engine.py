@@ -114,6 +114,22 @@ def test_seeds_reproducible_and_distinct_per_prompt(vllm_setup):
 
 
 @needs_vllm
+def test_stop_token_ids_end_a_completion_in_the_engine_and_are_kept(vllm_setup):
+    """``SamplingParams.stop_token_ids`` (the policy endpoint passes a chat template's end-of-turn token) reach
+    vLLM: a seeded completion ends at the first of them, kept, with its log-prob, finish reason ``stop``."""
+    _, _, tok, engine = vllm_setup
+    prompt = [format_prompt(tok, "hello")]
+    full = engine.generate(prompt, 1, SamplingParams(max_new_tokens=24, seed=5))[0]
+    if len(full.token_ids) < 6:
+        pytest.skip("the random model ended early at this seed")
+    stop = full.token_ids[3]
+    cut = full.token_ids.index(stop) + 1
+    got = engine.generate(prompt, 1, SamplingParams(max_new_tokens=24, seed=5, stop_token_ids=(stop,)))[0]
+    assert got.token_ids == full.token_ids[:cut] and got.finish_reason == "stop"
+    assert got.logprobs == pytest.approx(full.logprobs[:cut], abs=1e-5)
+
+
+@needs_vllm
 def test_greedy_and_logprobs_match_hf(vllm_setup):
     _, model, tok, engine = vllm_setup
     prompts = _prompts(tok)

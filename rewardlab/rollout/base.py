@@ -38,6 +38,8 @@ class SamplingParams:
     """Extra stop strings; the completion keeps the text up to and including the stop string."""
     support: str = "kept"
     """What recorded log-probs describe under top-k / top-p: a key of :data:`SUPPORTS`."""
+    stop_token_ids: tuple[int, ...] = ()
+    """Token ids that end a completion as EOS does, kept in it (a chat template's end-of-turn token)."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -52,6 +54,7 @@ class SamplingParams:
             raise RewardlabError(f"unknown log-prob support {self.support!r}; choose one of: {', '.join(SUPPORTS)}")
         if isinstance(self.stop, str):  # a single string is a common slip
             object.__setattr__(self, "stop", (self.stop,))
+        object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
 
 
 @dataclass

@@ -234,12 +234,14 @@ def sampling_of(params: dict, policy: ServedPolicy, prompt_len: int) -> tuple[Sa
         max_new_tokens=min(max_tokens, room), temperature=_number(params, "temperature", 1.0, float),
         top_p=_number(params, "top_p", 1.0, float), top_k=max(top_k, 0),
         seed=_number(params, "seed", None, int) if params.get("seed") is not None else None,
-        stop=_stops(params.get("stop")), support=policy.support)
+        stop=_stops(params.get("stop")), support=policy.support,
+        stop_token_ids=tuple(_int_list(params, "stop_token_ids", len(policy.tokenizer))))
     return sampling, _number(params, "n", 1, int)
 
 
 def _cut(c: Completion, stop_ids: set[int]) -> tuple[list[int], list[float], str]:
-    """The completion up to and including its first stop token id (vLLM keeps it), its log-probs, the reason."""
+    """The completion up to and including its first stop token id (vLLM keeps it), its log-probs, the reason.
+    The engine already stops there (``SamplingParams.stop_token_ids``); this holds whatever engine serves."""
     ids = list(c.token_ids)
     if c.logprobs is None:
         raise RewardlabError("the engine recorded no log-probs (build it with record_logprobs=True)")
@@ -265,12 +267,11 @@ def generate_route(body: dict, policy: ServedPolicy) -> dict:
     params = {} if params is None else params
     if not isinstance(params, dict):
         raise BadRequest("sampling_params must be an object", "sampling_params")
-    stop_ids = set(_int_list(params, "stop_token_ids", vocab))
     sampling, n = sampling_of(params, policy, len(prompt))
     done, version = policy.generate(prompt, n, sampling)
     choices = []
     for i, c in enumerate(done):
-        ids, lps, reason = _cut(c, stop_ids)
+        ids, lps, reason = _cut(c, set(sampling.stop_token_ids))
         choices.append({"index": i, "token_ids": ids, "text": policy.tokenizer.decode(ids, skip_special_tokens=True),
                         "finish_reason": reason, "logprobs": {"content": [
                             {"token": f"token_id:{t}", "logprob": lp, "bytes": None, "top_logprobs": []}

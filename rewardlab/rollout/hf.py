@@ -169,7 +169,7 @@ class HFEngine:
             return []
         model, tok = self.model, self.tokenizer
         device = next(model.parameters()).device
-        eos_ids = find_eos_ids(model, tok)
+        eos_ids = list(dict.fromkeys([*find_eos_ids(model, tok), *sampling.stop_token_ids]))  # each ends a row
         gen_kwargs: dict[str, Any] = dict(
             max_new_tokens=sampling.max_new_tokens,
             eos_token_id=eos_ids or None,

@@ -332,7 +332,7 @@ class VLLMEngine:
             max_tokens=sampling.max_new_tokens,
             stop=list(sampling.stop) or None,
             include_stop_str_in_output=True,
-            stop_token_ids=self._eos_ids() or None,
+            stop_token_ids=list(dict.fromkeys([*self._eos_ids(), *sampling.stop_token_ids])) or None,
             logprobs=0,  # the sampled token's log-prob only
             skip_special_tokens=True,
         )
