@@ -5,7 +5,8 @@
 # and, where vLLM imports, the vLLM engine, each synchronous and then with `--async-steps 1` (generation
 # one step ahead in a worker process, issue 26). Prints per-phase step time, rollout tokens/s and peak
 # GPU memory for each run, then each engine's async s/step next to its synchronous s/step.
-# Then the update alone by micro-batch layout (bench/packing.py, issue 38; PACKING=0 skips it).
+# Then the update alone by micro-batch layout (bench/packing.py, issue 38; PACKING=0 skips it), and one colocated
+# RL step against TRL's GRPOTrainer (bench/train_step.py; TRL_STEP=0 skips it).
 #
 #   bash bench/gpu_check.sh                          # PY=.venv/bin/python (needs a CUDA torch)
 #   PY=/opt/venv/bin/python VLLM_PY=/opt/vllm-venv/bin/python bash bench/gpu_check.sh
@@ -146,6 +147,22 @@ if [ "${PACKING:-1}" = 1 ]; then
     else
         "$PY" bench/packing.py --workloads longtail --repeats 1 --json "$WORK/packing.json" \
             && summary+=("packing ok") || summary+=("packing FAILED")
+    fi
+fi
+# issue 38: one colocated step (HF generate + update on the same GPU) against TRL's GRPOTrainer, same model, prompts,
+# sizes and reward (bench/train_step.py; TRL_STEP=0 skips; needs trl in PY). On the GPU: a 28-layer, 1024-wide
+# random Qwen2 (Qwen3-0.6B's depth and width, rewardlab's small vocabulary), 16 prompts x 8, 256 tokens.
+if [ "${TRL_STEP:-1}" = 1 ]; then
+    echo "== one RL step against TRL (bench/train_step.py)"
+    if ! "$PY" -c 'import trl' 2>/dev/null; then
+        summary+=("trl step skipped (trl not installed in $PY)")
+    elif has_cuda "$PY"; then
+        "$PY" bench/train_step.py --device cuda --hidden 1024 --layers 28 --heads 16 --prompts 16 --group 8 \
+            --max-new-tokens "$MAX_NEW_TOKENS" --steps 4 --json "$WORK/train_step.json" \
+            && summary+=("trl step ok") || summary+=("trl step FAILED")
+    else
+        "$PY" bench/train_step.py --steps 2 --prompts 2 --group 2 --max-new-tokens 8 --json "$WORK/train_step.json" \
+            && summary+=("trl step ok") || summary+=("trl step FAILED")
     fi
 fi
 echo "== done: ${summary[*]}; runs in $WORK"

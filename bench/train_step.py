@@ -65,7 +65,7 @@ def run_rewardlab(model_dir: Path, args: argparse.Namespace, work: Path) -> list
         "max_new_tokens": args.max_new_tokens, "micro_batch_size": args.prompts * args.group,
         "rollout_batch_size": args.prompts * args.group, "lr": args.lr, "train_top_layers": 0,
         "reward": f"{__name__}.digit_reward", "threads": args.threads, "output_dir": str(out),
-        "progress": False, "plots": False, "save_every": 10_000, "seed": 0,
+        "progress": False, "plots": False, "save_every": 10_000, "seed": 0, "device": args.device,
         **({"lora_rank": args.lora, "lora_alpha": 2.0 * args.lora} if args.lora else {}),
     })
     train(cfg)
@@ -111,7 +111,7 @@ def run_trl(model_dir: Path, args: argparse.Namespace, work: Path) -> list[float
     tok.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     cfg = GRPOConfig(
-        output_dir=str(work / "trl-run"), use_cpu=True, bf16=False, report_to="none",
+        output_dir=str(work / "trl-run"), use_cpu=args.device == "cpu", bf16=args.device == "cuda", report_to="none",
         gradient_checkpointing=False, max_steps=args.steps, learning_rate=args.lr,
         per_device_train_batch_size=args.prompts * args.group, gradient_accumulation_steps=1,
         num_generations=args.group, max_completion_length=args.max_new_tokens, temperature=1.0,
@@ -151,6 +151,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--hidden", type=int, default=256, help="tiny model width (256 x 4 layers = about 3 M params)")
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4, help="tiny model attention heads")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="both trainers on this device (cuda: bf16 autocast on both sides, rewardlab's --dtype auto)")
     ap.add_argument("--lora", type=int, default=0, help="LoRA rank on both sides (0 = full fine-tune)")
     ap.add_argument("--model", default="tiny", help="tiny (random Qwen2 of --hidden x --layers) or embedded "
                     "(SmolLM2-135M-Instruct; try --prompts 4 --group 4 --max-new-tokens 32 --steps 3)")
@@ -175,8 +178,9 @@ def main() -> None:
             model_dir, model_desc = embedded_model_dir()
             model_dir = Path(model_dir)
         else:
-            model_dir = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers)
-            model_desc = f"random qwen2, hidden {args.hidden}, {args.layers} layers"
+            model_dir = build_tiny_model(work / "model", hidden_size=args.hidden, num_layers=args.layers,
+                                         num_heads=args.heads)
+            model_desc = f"random qwen2, hidden {args.hidden}, {args.layers} layers, {args.heads} heads"
         ours = run_rewardlab(model_dir, args, work)
         theirs = run_trl(model_dir, args, work)
     ours_s = statistics.median(ours[args.warmup:])
@@ -198,7 +202,7 @@ def main() -> None:
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
             "model": model_desc, "lora_rank": args.lora,
             "prompts": args.prompts, "group": args.group, "max_new_tokens": args.max_new_tokens,
-            "steps": args.steps, "warmup": args.warmup, "threads": args.threads,
+            "steps": args.steps, "warmup": args.warmup, "threads": args.threads, "device": args.device,
             "torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
             "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
