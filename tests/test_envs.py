@@ -51,6 +51,8 @@ def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
      {"size": 5, "min_terms": 2, "answer": "boxed"}),
     ("  reasoning_gym:x?flag=true&ratio=0.5&list=[1,2]&word=abc ", "reasoning_gym", "x",
      {"flag": True, "ratio": 0.5, "list": [1, 2], "word": "abc"}),
+    ("reasoning_gym:x?dataset=/data/c++/a+b.jsonl&amp=a%26b&empty=", "reasoning_gym", "x",
+     {"dataset": "/data/c++/a+b.jsonl", "amp": "a&b", "empty": ""}),  # a path's '+' is not a space
 ])
 def test_spec_parses_kind_name_and_json_options(text, kind, name, options):
     spec = spec_of(text)
@@ -63,6 +65,8 @@ def test_spec_parses_kind_name_and_json_options(text, kind, name, options):
     ("reasoning_gym:", "needs a name"),
     ("reasoning_gym:x?size=1&size=2", "given twice"),
     ("reasoning_gym:x?novalue", "key=value"),
+    ("reasoning_gym:x?a=1&&b=2", "key=value"),
+    ("reasoning_gym:x?=1", "key=value"),
 ])
 def test_bad_specs_are_one_line_errors(text, needle):
     with pytest.raises(RewardlabError, match=needle):

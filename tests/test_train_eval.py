@@ -132,6 +132,9 @@ def test_bad_eval_settings_are_refused(over, message):
 def test_suite_names():
     assert eval_suite_names(" gsm8k, math500 ,gsm8k,") == ["gsm8k", "math500"]
     assert eval_suite_names("arith:2,mine.jsonl") == ["arith:2", "mine.jsonl"]
+    # a comma inside an environment's options stays there; the next benchmark still starts after it
+    assert eval_suite_names("reasoning_gym:chain_sum?size=5&list=[1, 2],gsm8k, reasoning_gym:spell_backward") == [
+        "reasoning_gym:chain_sum?size=5&list=[1, 2]", "gsm8k", "reasoning_gym:spell_backward"]
 
 
 # --- through the CLI ---

@@ -5,7 +5,8 @@
     openenv:http://127.0.0.1:8000                      # a running OpenEnv server
 
 ``KIND:NAME`` then an optional ``?key=value&key=value`` of options. Values read as JSON where they
-parse (``3``, ``0.5``, ``true``, ``[1, 2]``), else as text. The kinds and their options are declared
+parse (``3``, ``0.5``, ``true``, ``[1, 2]``), else as text. ``%XX`` escapes are decoded (``%26`` for an ``&`` in a
+value); a ``+`` stays a ``+`` (a file path's, not a form's space). The kinds and their options are declared
 once, in :data:`rewardlab.envs.KINDS`; this module only parses.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import unquote
 
 from rewardlab.errors import RewardlabError
 
@@ -56,10 +57,10 @@ def parse_spec(text: str, kinds: Any) -> EnvSpec:
     name, _, query = rest.partition("?")
     if not name:
         raise RewardlabError(f"bad environment {text!r}: {kind}: needs a name after the colon")
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
-    except ValueError:
-        raise RewardlabError(f"bad environment {text!r}: options are key=value pairs joined by '&'") from None
+    pairs = [part.partition("=") for part in query.split("&")] if query else []
+    if any(not sep or not key for key, sep, _ in pairs):
+        raise RewardlabError(f"bad environment {text!r}: options are key=value pairs joined by '&'")
+    pairs = [(unquote(key), unquote(value)) for key, _, value in pairs]
     options: dict[str, Any] = {}
     for key, value in pairs:
         if key in options:
