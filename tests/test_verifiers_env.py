@@ -330,3 +330,104 @@ def test_a_batch_that_mixes_episodes_with_plain_prompts_is_refused_and_plain_one
         engine.generate(["a", "b"], 1, sp, rows=[{"env": True}])
     plain = engine.generate(["a", "b"], 1, sp, rows=[{"env": False}, {"env": False}])  # a held-out plain benchmark
     assert len(plain) == 2 and all(c.episode is None for c in plain) and engine.server is None
+
+
+# ----------------------------------------------------------------------------- multi-turn (tests/vf_tiny_multi)
+
+MULTI = "verifiers:vf_tiny_multi"
+
+
+class TwoTurns:
+    """Answers "6" to the question, and "The answer is 5" once the environment has said "Try again."."""
+
+    def __init__(self, tok) -> None:
+        self.tok, self.calls = tok, []
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok(text)["input_ids"]
+
+    def generate_ids(self, prompts, n, sampling):
+        from rewardlab.rollout import Completion
+
+        out = []
+        for i in range(len(prompts) * n):
+            prompt = list(prompts[i // n])
+            self.calls.append(prompt)
+            ids = self.tok.encode("The answer is 5" if "Try again." in self.tok.decode(prompt) else "6",
+                                  add_special_tokens=False)
+            out.append(Completion(i // n, prompt, ids, self.tok.decode(ids), "stop", [-0.5] * len(ids)))
+        return out
+
+
+@pytest.mark.parametrize("options", ["", "?max_turns=1"], ids=["two-turns", "max-turns-1"])
+def test_a_multi_turn_episode_trains_on_both_replies_and_never_on_the_environments_turn(tiny_model_dir, offline_uv,
+                                                                                       options):
+    """The environment's "Try again." sits between the two replies in one token sequence: loss mask 0 (and log-prob
+    0) on its tokens, 1 on each reply's; the reward reads the last reply. ``max_turns=1`` ends after the first."""
+    from rewardlab.models import load_model
+
+    _, tok = load_model(str(tiny_model_dir))
+    script = TwoTurns(tok)
+    engine = DrivenEngine(script, tok, drive=envs.drive, is_driven=envs.is_driven)
+    rows, _ = envs.load_rows(MULTI + options, "train")
+    try:
+        outs = engine.generate([format_prompt(tok, r.prompt) for r in rows], 1, SamplingParams(max_new_tokens=32),
+                               rows=rows)
+    finally:
+        engine.close()
+    first, second = (tok.encode(t, add_special_tokens=False) for t in ("6", "The answer is 5"))
+    turns = 1 if options else 2
+    assert len(script.calls) == 2 * turns
+    for c, paid in zip(outs, [1.0, 0.0] if turns == 2 else [0.0, 0.0]):  # "5" is the first task's answer only
+        assert c.episode["status"] == "ok" and c.episode["reward"] == paid, c.episode
+        trained = [t for t, m in zip(c.token_ids, c.loss_mask) if m]
+        assert trained == (first + second if turns == 2 else first)
+        if turns == 2:
+            between = [t for t, m in zip(c.token_ids, c.loss_mask) if not m]
+            assert "Try again." in tok.decode(between) and "Try again." not in tok.decode(trained)
+            assert all(lp == 0.0 for lp, m in zip(c.logprobs, c.loss_mask) if not m)
+            assert c.token_ids[: len(first)] == first  # the sequence opens on the first reply, prompt apart
+
+
+def test_multi_turn_logprobs_are_the_trainers_in_the_context_the_model_saw(tiny_model_dir, offline_uv):
+    """A real engine on both turns at T 0.7 / top-k 20, each turn cut at 3 tokens: every trained token's recorded
+    log-prob is the trainer's, read from one forward pass over the trained sequence (the environment's turn included
+    as context), to 1e-4. The random model's replies do not survive verifiers' re-rendering of the conversation
+    (decoded, then tokenised otherwise), so some traces branch: those train on their last branch, the second reply
+    in the context the model saw, and say how many tokens of the first reply were left out."""
+    from dataclasses import replace
+
+    from rewardlab.models import load_model
+
+    model, tok = load_model(str(tiny_model_dir))
+    model.eval()
+    hf = make_engine("hf", model, tok)
+
+    class Short:  # the run's engine, each turn cut short so the episode has room for its second turn
+        def generate_ids(self, prompts, n, sampling):
+            return hf.generate_ids(prompts, n, replace(sampling, max_new_tokens=3))
+
+    engine = DrivenEngine(Short(), tok, drive=envs.drive, is_driven=envs.is_driven)
+    rows, _ = envs.load_rows(MULTI, "train")
+    sampling = SamplingParams(max_new_tokens=32, temperature=0.7, top_k=20, seed=4)
+    try:
+        outs = engine.generate([format_prompt(tok, r.prompt) for r in rows], 2, sampling, rows=rows)
+    finally:
+        engine.close()
+    shapes = set()
+    for c in outs:
+        assert c.episode["status"] == "ok" and c.episode["reward"] in (0.0, 1.0), c.episode
+        mask = c.loss_mask
+        if "branches" in c.episode:  # trained: the last branch's reply, its context the re-rendered conversation
+            assert c.episode["branches"] == 2 and 1 <= sum(mask) <= 3 and c.episode["untrained_tokens"] >= 1
+            assert "Try again." in tok.decode(c.prompt_ids)
+        else:  # one sequence: both replies trained, the environment's turn between them
+            assert 0 in mask[mask.index(1):] and sum(mask) > 3
+        shapes.add("branches" in c.episode)
+        ids = c.prompt_ids + c.token_ids
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[:, len(c.prompt_ids) - 1:-1]  # (1, C, V)
+        want, _ = behaviour.logprobs(logits.float(), torch.tensor([c.token_ids]), sampling)
+        got = [lp for lp, m in zip(c.logprobs, mask) if m]
+        assert got == pytest.approx([w for w, m in zip(want[0].tolist(), mask) if m], abs=1e-4)
+    assert shapes == {False, True}  # at this seed both kinds of trace occur: each path is checked

@@ -12,6 +12,14 @@ own engine with the run's sampling settings. Each episode's trace then holds the
 the ids the engine sampled (``sampled_mask``) with their log-probs, and the taskset's reward: :func:`drive` hands
 those over unchanged, and the trainer trains on exactly those ids (never a re-tokenised text).
 
+A multi-turn episode is one token sequence: the environment's and tools' turns sit between the replies with
+``sampled_mask`` False, so they are context, never trained. A trace *branches* when a later turn's prompt is not
+an extension of the tokens before it (a renderer that re-renders the conversation and tokenises a reply otherwise
+than it was sampled; a template that drops earlier reasoning). The episode then trains on its last branch: the
+replies sampled in it, in the context the model saw when it sampled them, paid the episode's reward; the replies
+only in earlier branches are not trained, and the sample says how many tokens that left out (``branches``,
+``untrained_tokens``): a partial gradient of the episode, never one computed on tokens it did not sample.
+
 verifiers' harness programs run through ``uv`` (it installs their few dependencies on first use): the machine
 needs ``uv`` or network access to install it, as verifiers itself does.
 """
@@ -149,8 +157,8 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
 
     One sample per episode, row-major: ``{"prompt_ids", "token_ids", "sampled", "logprobs", "reward", "status",
     "answer"}``, the trace's ids as verifiers recorded them (``sampled``: its mask over ``token_ids``). An episode
-    that failed, or whose trace branched (its prompt was rewritten mid-episode), has ``reward`` None and a status
-    that says why; ``token_ids`` then hold what it sampled, if anything."""
+    that failed has ``reward`` None and a status that says why; ``token_ids`` then hold what it sampled, if anything.
+    One whose trace branched is its last branch, with ``branches`` and ``untrained_tokens`` (the module docstring)."""
     extra = sorted(set(sampling) - set(SAMPLING))
     if extra:
         raise RewardlabError(f"verifiers environments sample with {', '.join(SAMPLING)}; not {', '.join(extra)}")
@@ -201,18 +209,19 @@ def _sample(ep: Any) -> dict:
         timeout = ep.is_timeout or bool(trace and trace.is_timeout)
         return _broken("env_timeout" if timeout else "env_error",
                        f"no model turn recorded: {errors[-400:]}" if errors else "no model turn recorded")
-    branches = trace.branches
-    b = branches[-1]
+    b = trace.branches[-1]  # the whole episode, or, when it branched, its last branch (the module docstring)
     ids, mask, lps = list(b.token_ids), [bool(m) for m in b.sampled_mask], list(b.logprobs)
     start = mask.index(True) if any(mask) else len(ids)
     status, reward = "ok", trace.reward
-    if len(branches) > 1:
-        status, reward = "branched", None  # the episode's tokens are not one sequence: nothing to train on exactly
-    elif not (ep.ok and trace.ok):
+    if not (ep.ok and trace.ok):
         status, reward = ("env_timeout" if ep.is_timeout or trace.is_timeout else "env_error"), None
     finish = str(trace.calls[-1].finish_reason or "") if trace.calls else ""  # the endpoint's: "stop" or "length"
+    branched = {}
+    if len(trace.branches) > 1:
+        sampled = sum(len(n.token_ids) for n in trace.nodes if n.sampled)  # every reply, each node once
+        branched = {"branches": len(trace.branches), "untrained_tokens": sampled - sum(mask)}
     return {"prompt_ids": ids[:start], "token_ids": ids[start:], "sampled": mask[start:], "logprobs": lps[start:],
-            "reward": reward, "status": status, "answer": trace.last_reply, "finish": finish,
+            "reward": reward, "status": status, "answer": trace.last_reply, "finish": finish, **branched,
             **({"error": errors} if errors else {})}
 
 
