@@ -6,24 +6,13 @@ verifiers prefers an ``Env`` the taskset's package exports over its ``SingleAgen
 that env, and its ``run`` is the two-turn interaction."""
 
 import verifiers.v1 as vf
+import vf_tiny_qa
 
 FEEDBACK = "Try again."
 
 
-class QAData(vf.TaskData):
-    answer: str = ""
-
-
-class QATask(vf.Task[QAData, vf.State, vf.TaskConfig]):
-    @vf.reward
-    async def correct(self, task: QAData, trace: vf.Trace) -> float:
-        return float(task.answer in trace.last_reply)
-
-
-class TinyMulti(vf.Taskset[QATask, vf.TasksetConfig]):
-    def load(self):
-        for question, answer in [("What is 2 + 3?", "5"), ("What is 4 + 4?", "8")]:
-            yield QATask(QAData(prompt=question, answer=answer), self.config.task)
+class TinyMulti(vf_tiny_qa.TinyQA):
+    """vf_tiny_qa's two tasks and reward (the answer in the last reply)."""
 
 
 class TryAgainEnv(vf.SingleAgentEnv):
