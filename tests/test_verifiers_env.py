@@ -9,6 +9,7 @@ interpreter, whose packages setup installed. Everything else is verifiers' own c
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -25,7 +26,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.rollout import SamplingParams, behaviour, format_prompt, make_engine
 from rewardlab.rollout.driven import DrivenEngine
 
-from test_endpoint import Scripted
+from test_endpoint import HERMES_TEMPLATE, Scripted
 from test_python_env import cli, one_line_error
 
 pytest.importorskip("verifiers.v1")
@@ -431,3 +432,101 @@ def test_multi_turn_logprobs_are_the_trainers_in_the_context_the_model_saw(tiny_
         got = [lp for lp, m in zip(c.logprobs, mask) if m]
         assert got == pytest.approx([w for w, m in zip(want[0].tolist(), mask) if m], abs=1e-4)
     assert shapes == {False, True}  # at this seed both kinds of trace occur: each path is checked
+
+
+# ----------------------------------------------------------------------------- tools (tests/vf_tiny_tools)
+
+TOOLS = "verifiers:vf_tiny_tools"
+
+
+@pytest.fixture(scope="module")
+def tool_model_dir(tmp_path_factory) -> Path:
+    """The tiny model with a tool-aware template, ``<tool_call>`` and ``</tool_call>`` single tokens (verifiers'
+    qwen3 parser finds a call by their ids)."""
+    from rewardlab.models import load_model
+    from rewardlab.testing import build_tiny_model
+
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny-tools"))
+    model, tok = load_model(str(path))
+    tok.add_tokens(["<tool_call>", "</tool_call>"])
+    tok.chat_template = HERMES_TEMPLATE
+    model.resize_token_embeddings(len(tok))
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+class Calls:
+    """Calls ``add`` on the question's numbers; once a tool turn is in its prompt, answers with its result."""
+
+    def __init__(self, tok) -> None:
+        self.tok, self.calls = tok, []
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok(text)["input_ids"]
+
+    def generate_ids(self, prompts, n, sampling):
+        import re
+
+        from rewardlab.rollout import Completion
+
+        out = []
+        for i in range(len(prompts) * n):
+            prompt = list(prompts[i // n])
+            self.calls.append(prompt)
+            text = self.tok.decode(prompt)
+            result = re.findall(r"<\|im_start\|>tool\n(.*?)<\|im_end\|>", text, re.S)
+            a, b = re.findall(r"What is (\d+) \+ (\d+)\?", text)[-1]
+            reply = (f"The answer is {result[-1].strip()}" if result else
+                     '<tool_call>{"name": "add", "arguments": {"a": %s, "b": %s}}</tool_call>' % (a, b))
+            ids = self.tok.encode(reply, add_special_tokens=False) + [self.tok.eos_token_id]
+            out.append(Completion(i // n, prompt, ids, reply, "stop", [-0.5] * len(ids)))
+        return out
+
+
+def run_tools(model_dir: Path, spec: str) -> tuple[Calls, list]:
+    from rewardlab.models import load_model
+
+    _, tok = load_model(str(model_dir))
+    script = Calls(tok)
+    engine = DrivenEngine(script, tok, drive=envs.drive, is_driven=envs.is_driven)
+    rows, _ = envs.load_rows(spec, "train")
+    try:
+        return script, engine.generate([format_prompt(tok, r.prompt) for r in rows], 1,
+                                       SamplingParams(max_new_tokens=200), rows=rows)
+    finally:
+        engine.close()
+
+
+def test_a_tool_call_runs_the_tasksets_tool_and_its_result_is_context_not_trained(tool_model_dir, offline_uv):
+    """verifiers' own tool server (MCP, one per episode) runs the model's ``add`` call; the call's tokens and the
+    final answer are trained, the tool's result between them is not; the answer built on the tool's result is
+    paid."""
+    script, outs = run_tools(tool_model_dir, TOOLS + "?tool_parser=qwen3")
+    tok = script.tok
+    assert len(script.calls) == 4  # two turns per episode: the call, then the answer
+    for c, result in zip(outs, ["5", "8"]):
+        assert c.episode["status"] == "ok" and c.episode["reward"] == 1.0, c.episode
+        runs = [(m, [t for t, _ in g]) for m, g in itertools.groupby(zip(c.token_ids, c.loss_mask), lambda x: x[1])]
+        assert [m for m, _ in runs] == [1, 0, 1]
+        call, tool_turn, answer = (tok.decode(ids) for _, ids in runs)
+        assert call.startswith("<tool_call>") and '"name": "add"' in call
+        assert "tool\n" + result in tool_turn and answer.startswith("The answer is " + result)
+
+
+def test_a_tool_call_without_a_parser_is_counted_with_verifiers_reason(tool_model_dir, offline_uv):
+    """Without ``tool_parser=`` a local model gets verifiers' default renderer, which refuses tools: every episode
+    is ``env_error`` with verifiers' reason, none paid, the engine never asked (the README says what to set)."""
+    script, outs = run_tools(tool_model_dir, TOOLS)
+    assert script.calls == []
+    for c in outs:
+        assert c.episode["status"] == "env_error" and c.episode["reward"] is None
+        assert "does not support tools" in c.episode["error"]
+
+
+@pytest.mark.parametrize(("options", "needle"), [
+    ("renderer=nope", "verifiers refuses it"), ("tool_parser=nope", "choose from"),
+    ("renderer=qwen3&tool_parser=qwen3", "the default renderer's")])
+def test_bad_renderer_options_are_one_line_errors_at_start_up(options, needle, offline_uv):
+    with pytest.raises(RewardlabError, match=needle):
+        envs.load_rows(f"{TOOLS}?{options}", "train")

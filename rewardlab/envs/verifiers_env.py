@@ -48,7 +48,11 @@ CONCURRENCY = 16
 OPTIONS = {"harness": "the verifiers harness id (null: the model answers the prompt itself)",
            "max_turns": "model turns per episode at most (verifiers' AgentConfig.max_turns)",
            "timeout": f"seconds per episode, {TIMEOUT_S:.0f} by default (then it is cancelled: env_timeout)",
-           "concurrency": f"episodes in flight at once, {CONCURRENCY} by default (each runs a harness process)"}
+           "concurrency": f"episodes in flight at once, {CONCURRENCY} by default (each runs a harness process)",
+           "renderer": "verifiers' renderer for the model (qwen3, llama-3, default, ...); by default the one its map "
+                       "gives the model's name, else default (a local checkpoint's folder is never in the map)",
+           "tool_parser": "the default renderer's tool-call parser (qwen3, glm, ...): a taskset with tools needs a "
+                          "renderer that parses the model's calls"}
 """The options a ``verifiers:`` spec takes (``rewardlab envs list``)."""
 SAMPLING = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 """The sampling settings :func:`drive` takes; verifiers' train client sends them to the endpoint as they are
@@ -83,6 +87,7 @@ def load_env(text: str, budget: int | None = None) -> Any:
         agent["max_turns"] = spec.options["max_turns"]
     if budget is not None:
         agent["max_output_tokens"] = budget
+    renderer(text)  # a bad renderer or parser name: a one-line error here, at start-up
     for key, kinds in (("timeout", (int, float)), ("concurrency", int)):
         value = spec.options.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
@@ -94,6 +99,29 @@ def load_env(text: str, budget: int | None = None) -> Any:
     except Exception as e:  # the taskset's own import, a bad option value: one line, the package's words
         raise RewardlabError(f"{text}: verifiers could not load it: {type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+def renderer(text: str) -> Any:
+    """The renderer config of spec ``text``'s ``renderer=`` and ``tool_parser=`` (None when neither is given:
+    verifiers resolves one from the model's name)."""
+    options = parse_spec(text, ("verifiers",)).options
+    name, parser = options.get("renderer"), options.get("tool_parser")
+    if name is None and parser is None:
+        return None
+    from pydantic import TypeAdapter, ValidationError
+    from renderers import RendererConfig
+    from renderers.parsers import TOOL_PARSERS
+
+    if parser is not None and name not in (None, "default"):
+        raise RewardlabError(f"{text}: tool_parser is the default renderer's; renderer={name} parses its own calls")
+    if parser is not None and str(parser) not in TOOL_PARSERS:
+        raise RewardlabError(f"{text}: unknown tool_parser {parser!r}; choose from {', '.join(sorted(TOOL_PARSERS))}")
+    try:
+        return TypeAdapter(RendererConfig).validate_python(
+            {"name": str(name or "default"), **({"tool_parser": str(parser)} if parser is not None else {})})
+    except ValidationError as e:
+        raise RewardlabError(f"{text}: renderer={name or 'default'} tool_parser={parser}: verifiers refuses it "
+                             f"({e.errors()[0]['msg']})") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -173,7 +201,7 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
         if _messages(tasks[int(r.reference["task"])]) != r.prompt:
             raise RewardlabError(f"{text}: task {r.reference['task']} changed between two loads of the taskset "
                                  "(its load() must give the same tasks in the same order)")
-    client = vf.TrainClientConfig(base_url=f"{url}/v1", renderer_model_name=model_dir)
+    client = vf.TrainClientConfig(base_url=f"{url}/v1", renderer_model_name=model_dir, renderer=renderer(text))
     seed = sampling.get("seed")
 
     def ctx(k: int) -> Any:  # episode k's model context: its own seed (a seeded request is sampled alone)

@@ -92,7 +92,7 @@ class _Settings:
     max_tokens_per_micro_batch: int = 0
     """Cut micro-batches by tokens instead (positions computed, padding included; 0 = by --micro-batch-size)."""
     packing: str = field(default="none", metadata={"choices": PACKINGS})
-    """Micro-batch layout: padded (none), one packed row (sequences), prompt once + answers (groups), auto (timed)."""
+    """Micro-batch layout, in choice order: padded rows; one packed row; a prompt once + its answers; the fastest."""
 
     # --- sampling ---
     max_new_tokens: int = 32
