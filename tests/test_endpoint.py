@@ -208,6 +208,49 @@ def test_stop_token_ids_reach_the_engine_which_stops_sampling_there(served, n, m
     assert len(calls) <= needed + 1, (len(calls), needed)  # one prefill, then a forward per further token
 
 
+def test_each_request_is_sampled_with_its_own_settings_when_another_thread_serves_it():
+    """Whichever request thread holds the engine next serves the oldest pending request: with that request's seed,
+    budget, stop ids and n, never its own (verifiers' episodes each send their own seed). Here request A's thread
+    is slow to take the engine, so B's thread serves A first; the engine writes each call's settings into its
+    tokens."""
+    import threading
+
+    from rewardlab.rollout import Completion
+
+    class Echo:
+        def generate_ids(self, prompts, n, sampling):
+            ids = [sampling.seed, n, *sampling.stop_token_ids][: sampling.max_new_tokens]
+            return [Completion(i, list(p), ids, "", "stop", [0.0] * len(ids)) for i, p in enumerate(prompts)
+                    for _ in range(n)]
+
+    class SlowForA:  # the engine's lock, handed to request A's thread 0.3 s late
+        def __init__(self, inner) -> None:
+            self.inner = inner
+
+        def __enter__(self):
+            if threading.current_thread().name == "A":
+                time.sleep(0.3)
+            return self.inner.__enter__()
+
+        def __exit__(self, *exc):
+            return self.inner.__exit__(*exc)
+
+    policy = ServedPolicy(Echo(), tokenizer=None)
+    policy.lock = SlowForA(policy.lock)
+    asked = {"A": (4, SamplingParams(max_new_tokens=3, seed=3, stop_token_ids=(9,))),
+             "B": (1, SamplingParams(max_new_tokens=6, seed=5))}
+    got: dict[str, list] = {}
+    threads = [threading.Thread(target=lambda k=k: got.__setitem__(k, policy.generate([1], *asked[k])[0]), name=k)
+               for k in asked]
+    threads[0].start()
+    time.sleep(0.1)  # A is pending, its thread still on its way to the engine
+    threads[1].start()
+    for t in threads:
+        t.join(timeout=30)
+    assert [c.token_ids for c in got["A"]] == [[3, 4, 9]] * 4
+    assert [c.token_ids for c in got["B"]] == [[5, 1]]
+
+
 def test_serve_policy_bad_input_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "rewardlab", "serve-policy", str(tmp_path / "missing"), "--port", "0"],
                        capture_output=True, text=True, timeout=120)

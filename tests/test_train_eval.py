@@ -135,6 +135,10 @@ def test_suite_names():
     # a comma inside an environment's options stays there; the next benchmark still starts after it
     assert eval_suite_names("reasoning_gym:chain_sum?size=5&list=[1, 2],gsm8k, reasoning_gym:spell_backward") == [
         "reasoning_gym:chain_sum?size=5&list=[1, 2]", "gsm8k", "reasoning_gym:spell_backward"]
+    assert eval_suite_names("reasoning_gym:x?a=1, ,arith:1,") == ["reasoning_gym:x?a=1", "arith:1"]  # blanks dropped
+    from rewardlab.eval import EvalConfig  # rewardlab eval --suite: the same rule
+
+    assert EvalConfig(suite="reasoning_gym:x?l=[1, 2],gsm8k").suite_names() == ["reasoning_gym:x?l=[1, 2]", "gsm8k"]
 
 
 # --- through the CLI ---

@@ -404,9 +404,13 @@ def test_multi_turn_logprobs_are_the_trainers_in_the_context_the_model_saw(tiny_
     model.eval()
     hf = make_engine("hf", model, tok)
 
+    lengths = []
+
     class Short:  # the run's engine, each turn cut short so the episode has room for its second turn
         def generate_ids(self, prompts, n, sampling):
-            return hf.generate_ids(prompts, n, replace(sampling, max_new_tokens=3))
+            out = hf.generate_ids(prompts, n, replace(sampling, max_new_tokens=3))
+            lengths.extend(len(c.token_ids) for c in out)
+            return out
 
     engine = DrivenEngine(Short(), tok, drive=envs.drive, is_driven=envs.is_driven)
     rows, _ = envs.load_rows(MULTI, "train")
@@ -420,7 +424,8 @@ def test_multi_turn_logprobs_are_the_trainers_in_the_context_the_model_saw(tiny_
         assert c.episode["status"] == "ok" and c.episode["reward"] in (0.0, 1.0), c.episode
         mask = c.loss_mask
         if "branches" in c.episode:  # trained: the last branch's reply, its context the re-rendered conversation
-            assert c.episode["branches"] == 2 and 1 <= sum(mask) <= 3 and c.episode["untrained_tokens"] >= 1
+            # left out: the first reply's 3 sampled tokens (not the turn's template tokens around them)
+            assert c.episode["branches"] == 2 and sum(mask) == 3 and c.episode["untrained_tokens"] == 3
             assert "Try again." in tok.decode(c.prompt_ids)
         else:  # one sequence: both replies trained, the environment's turn between them
             assert 0 in mask[mask.index(1):] and sum(mask) > 3
@@ -432,6 +437,7 @@ def test_multi_turn_logprobs_are_the_trainers_in_the_context_the_model_saw(tiny_
         got = [lp for lp, m in zip(c.logprobs, mask) if m]
         assert got == pytest.approx([w for w, m in zip(want[0].tolist(), mask) if m], abs=1e-4)
     assert shapes == {False, True}  # at this seed both kinds of trace occur: each path is checked
+    assert set(lengths) == {3}  # every turn sampled its 3 tokens (no early end), as the counts above assume
 
 
 # ----------------------------------------------------------------------------- tools (tests/vf_tiny_tools)

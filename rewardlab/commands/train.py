@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from rewardlab.envs import split_names
 from rewardlab.errors import RewardlabError
 from rewardlab.eval import EvalConfig, run_eval
 from rewardlab.train import Interrupted, TrainConfig, build_config, parse_overrides, set_threads
@@ -90,7 +91,7 @@ def train(ctx: click.Context, config_path: str | None, algo: str | None, model: 
 
 def _eval(cfg: TrainConfig, out_dir: Path, model_ref: str) -> None:
     """Run the eval suite of ``--eval-before-after`` on ``model_ref`` into ``out_dir``."""
-    suite = [s.strip() for s in str(cfg.eval_before_after).split(",") if s.strip()]
+    suite = split_names(str(cfg.eval_before_after))
     print(f"eval {','.join(suite)} on {model_ref} -> {out_dir}", flush=True)
     run_eval(EvalConfig(suite=suite, output=str(out_dir), limit=cfg.eval_limit), None if model_ref == "default"
              else model_ref)

@@ -150,4 +150,20 @@ def task_names() -> str:
     return f"{', '.join(tasks.TASKS)}, an environment {kinds}, or a FILE.jsonl"
 
 
+def split_names(text: str) -> list[str]:
+    """``"gsm8k, math500"`` -> ``["gsm8k", "math500"]`` (blank names dropped, order kept): the benchmark lists of
+    ``--eval-suite``, ``--eval-before-after`` and ``rewardlab eval --suite``. A comma inside an environment's
+    options (``reasoning_gym:x?sizes=[1, 2]``) stays in them: a piece that starts no benchmark (an environment, a
+    task, a ``.jsonl`` file) belongs to the environment with options before it."""
+    names: list[str] = []
+    for piece in str(text or "").split(","):
+        name = piece.strip()
+        starts = is_env(name) or name.split(":")[0] in tasks.TASKS or name.endswith(".jsonl")
+        if name and names and not starts and is_env(names[-1]) and "?" in names[-1]:
+            names[-1] += "," + piece.rstrip()
+        elif name:
+            names.append(name)
+    return names
+
+
 __all__ = ["KINDS", "is_env", "load_rows", "short_name", "spec_of"]

@@ -246,7 +246,7 @@ def _sample(ep: Any) -> dict:
     finish = str(trace.calls[-1].finish_reason or "") if trace.calls else ""  # the endpoint's: "stop" or "length"
     branched = {}
     if len(trace.branches) > 1:
-        sampled = sum(len(n.token_ids) for n in trace.nodes if n.sampled)  # every reply, each node once
+        sampled = sum(sum(map(bool, n.mask)) for n in trace.nodes if n.sampled)  # every reply's tokens, once
         branched = {"branches": len(trace.branches), "untrained_tokens": sampled - sum(mask)}
     return {"prompt_ids": ids[:start], "token_ids": ids[start:], "sampled": mask[start:], "logprobs": lps[start:],
             "reward": reward, "status": status, "answer": trace.last_reply, "finish": finish, **branched,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from rewardlab.envs import split_names
 from rewardlab.errors import RewardlabError
 from rewardlab.eval.graders import GRADERS, GSM8K_VARIANTS, parse_graders
 from rewardlab.eval.spec import builtin_benchmarks
@@ -34,9 +35,11 @@ TOOL_FIELDS = ("max_turns", "max_total_tokens", "tool_timeout", "tool_format")
 
 
 def _names(value: str | Sequence[str] | None) -> list[str]:
-    """``"a, b"`` or ``["a", "b"]`` -> ``["a", "b"]`` (blank names dropped)."""
-    items = value.split(",") if isinstance(value, str) else list(value or ())
-    return [s.strip() for s in items if s and s.strip()]
+    """``"a, b"`` or ``["a", "b"]`` -> ``["a", "b"]`` (blank names dropped; a comma in an environment's options
+    stays there: :func:`rewardlab.envs.split_names`)."""
+    if isinstance(value, str):
+        return split_names(value)
+    return [s.strip() for s in value or () if s and s.strip()]
 
 
 def int_list(value: str | Sequence[int] | None) -> tuple[int, ...] | None:

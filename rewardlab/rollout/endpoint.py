@@ -102,9 +102,9 @@ class ServedPolicy:
     def generate(self, prompt_ids: list[int], n: int, sampling: SamplingParams) -> tuple[list[Completion], int]:
         """``n`` completions of one prompt and the policy version that sampled them.
 
-        The request joins :attr:`pending`; whichever request thread holds the engine next takes every pending
-        request it can batch with its own (same ``n`` and settings, unseeded; up to :attr:`max_batch`) and samples
-        them in one engine call."""
+        The request joins :attr:`pending`; whichever request thread holds the engine next takes the oldest pending
+        request and every one it can batch with (same ``n`` and settings, unseeded; up to :attr:`max_batch`) and
+        samples them in one engine call, with that request's ``n`` and settings (not necessarily its own)."""
         req = _Pending(prompt_ids, n, sampling)
         with self.pending_lock:
             self.pending.append(req)
@@ -113,13 +113,14 @@ class ServedPolicy:
                 if req.done.is_set():
                     break
                 with self.pending_lock:
-                    batch = self._take(req)
+                    batch = self._take()
                 if not batch:  # abandoned meanwhile (:meth:`abandon`)
                     continue
                 if _torch().get_num_threads() != self.threads:  # this thread's own OpenMP count (see threads)
                     _torch().set_num_threads(self.threads)
+                first = batch[0]  # the oldest pending request: maybe another thread's, sampled with its settings
                 try:
-                    out = self.engine.generate_ids([r.prompt_ids for r in batch], n, sampling)
+                    out = self.engine.generate_ids([r.prompt_ids for r in batch], first.n, first.sampling)
                 except BaseException as e:
                     self.failure = self.failure or e
                     for r in batch:
@@ -127,7 +128,7 @@ class ServedPolicy:
                         r.done.set()
                     break
                 for k, r in enumerate(batch):
-                    r.result, r.version = out[k * n:(k + 1) * n], self.version
+                    r.result, r.version = out[k * first.n:(k + 1) * first.n], self.version
                     r.done.set()
         if req.error is not None:
             raise req.error
@@ -146,7 +147,7 @@ class ServedPolicy:
             pass
         return len(left)
 
-    def _take(self, req: "_Pending") -> list["_Pending"]:
+    def _take(self) -> list["_Pending"]:
         """The oldest pending request and those that can share its engine call (removed from :attr:`pending`);
         none when :meth:`abandon` emptied the queue."""
         if not self.pending:

@@ -482,21 +482,10 @@ def driven(cfg: TrainConfig) -> list[str]:
     return [name for name in [cfg.task, *eval_suite_names(cfg.eval_suite)] if envs.driver(name) is not None]
 
 
-def _starts_benchmark(text: str) -> bool:
-    return envs.is_env(text) or text.split(":")[0] in tasks.TASKS or text.endswith(".jsonl")
-
-
 def eval_suite_names(spec: str | None) -> list[str]:
     """``--eval-suite "gsm8k, math500"`` -> ``["gsm8k", "math500"]``; each a task name (``arith:LEVEL``), a
-    ``.jsonl`` file or an environment. A comma inside an environment's options (``?sizes=[1, 2]``) stays in them:
-    a piece that does not start a benchmark belongs to the environment before it."""
-    names: list[str] = []
-    for piece in str(spec or "").split(","):
-        if names and envs.is_env(names[-1]) and "?" in names[-1] and not _starts_benchmark(piece.strip()):
-            names[-1] += "," + piece
-        elif piece.strip():
-            names.append(piece)
-    names = list(dict.fromkeys(n.strip() for n in names if n.strip()))
+    ``.jsonl`` file or an environment (:func:`rewardlab.envs.split_names`: a comma in its options stays there)."""
+    names = list(dict.fromkeys(envs.split_names(spec or "")))
     for name in names:
         if envs.is_env(name):
             envs.spec_of(name)
