@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import socket
 import stat
 import sys
@@ -338,11 +339,12 @@ def test_a_batch_that_mixes_episodes_with_plain_prompts_is_refused_and_plain_one
 MULTI = "verifiers:vf_tiny_multi"
 
 
-class TwoTurns:
-    """Answers "6" to the question, and "The answer is 5" once the environment has said "Try again."."""
+class Replies:
+    """A scripted engine: each prompt's reply is ``reply(the prompt's text)``, as token ids (then EOS with ``eos``),
+    recording the prompts it was asked."""
 
-    def __init__(self, tok) -> None:
-        self.tok, self.calls = tok, []
+    def __init__(self, tok, reply, *, eos: bool = False) -> None:
+        self.tok, self.reply, self.eos, self.calls = tok, reply, eos, []
 
     def encode(self, text: str) -> list[int]:
         return self.tok(text)["input_ids"]
@@ -354,10 +356,15 @@ class TwoTurns:
         for i in range(len(prompts) * n):
             prompt = list(prompts[i // n])
             self.calls.append(prompt)
-            ids = self.tok.encode("The answer is 5" if "Try again." in self.tok.decode(prompt) else "6",
-                                  add_special_tokens=False)
+            ids = self.tok.encode(self.reply(self.tok.decode(prompt)), add_special_tokens=False)
+            ids += [self.tok.eos_token_id] if self.eos else []
             out.append(Completion(i // n, prompt, ids, self.tok.decode(ids), "stop", [-0.5] * len(ids)))
         return out
+
+
+def two_turns(text: str) -> str:
+    """"6" to the question, "The answer is 5" once the environment has said "Try again."."""
+    return "The answer is 5" if "Try again." in text else "6"
 
 
 @pytest.mark.parametrize("options", ["", "?max_turns=1"], ids=["two-turns", "max-turns-1"])
@@ -368,7 +375,7 @@ def test_a_multi_turn_episode_trains_on_both_replies_and_never_on_the_environmen
     from rewardlab.models import load_model
 
     _, tok = load_model(str(tiny_model_dir))
-    script = TwoTurns(tok)
+    script = Replies(tok, two_turns)
     engine = DrivenEngine(script, tok, drive=envs.drive, is_driven=envs.is_driven)
     rows, _ = envs.load_rows(MULTI + options, "train")
     try:
@@ -462,39 +469,19 @@ def tool_model_dir(tmp_path_factory) -> Path:
     return path
 
 
-class Calls:
-    """Calls ``add`` on the question's numbers; once a tool turn is in its prompt, answers with its result."""
-
-    def __init__(self, tok) -> None:
-        self.tok, self.calls = tok, []
-
-    def encode(self, text: str) -> list[int]:
-        return self.tok(text)["input_ids"]
-
-    def generate_ids(self, prompts, n, sampling):
-        import re
-
-        from rewardlab.rollout import Completion
-
-        out = []
-        for i in range(len(prompts) * n):
-            prompt = list(prompts[i // n])
-            self.calls.append(prompt)
-            text = self.tok.decode(prompt)
-            result = re.findall(r"<\|im_start\|>tool\n(.*?)<\|im_end\|>", text, re.S)
-            a, b = re.findall(r"What is (\d+) \+ (\d+)\?", text)[-1]
-            reply = (f"The answer is {result[-1].strip()}" if result else
-                     '<tool_call>{"name": "add", "arguments": {"a": %s, "b": %s}}</tool_call>' % (a, b))
-            ids = self.tok.encode(reply, add_special_tokens=False) + [self.tok.eos_token_id]
-            out.append(Completion(i // n, prompt, ids, reply, "stop", [-0.5] * len(ids)))
-        return out
+def calls_add(text: str) -> str:
+    """A call of ``add`` on the question's numbers; once a tool turn is in the prompt, an answer with its result."""
+    result = re.findall(r"<\|im_start\|>tool\n(.*?)<\|im_end\|>", text, re.S)
+    a, b = re.findall(r"What is (\d+) \+ (\d+)\?", text)[-1]
+    return (f"The answer is {result[-1].strip()}" if result else
+            '<tool_call>{"name": "add", "arguments": {"a": %s, "b": %s}}</tool_call>' % (a, b))
 
 
-def run_tools(model_dir: Path, spec: str) -> tuple[Calls, list]:
+def run_tools(model_dir: Path, spec: str) -> tuple[Replies, list]:
     from rewardlab.models import load_model
 
     _, tok = load_model(str(model_dir))
-    script = Calls(tok)
+    script = Replies(tok, calls_add, eos=True)
     engine = DrivenEngine(script, tok, drive=envs.drive, is_driven=envs.is_driven)
     rows, _ = envs.load_rows(spec, "train")
     try:
