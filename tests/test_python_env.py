@@ -44,6 +44,16 @@ def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
     assert "Traceback" not in r.stderr and len(lines) == 1 and needle in lines[0], r.stderr
 
 
+def eval_graded_all(ckpt: Path, env: str, limit: int, out: Path, cli_env: dict | None = None) -> None:
+    """``rewardlab eval CKPT --env ENV --limit N`` grades every one of its N episodes ``ok``."""
+    e = cli("eval", str(ckpt), "--env", env, "--limit", str(limit), "--output", str(out), "--max-new-tokens", "8",
+            "--quiet", env=cli_env)
+    assert e.returncode == 0, e.stderr[-2000:]
+    name = envs.short_name(env)
+    results = json.loads((out / "results.json").read_text())
+    assert results["results"][name]["n"] == limit and results["details"][name]["grader_status"] == {"ok": limit}
+
+
 def spec(cls: str, **options) -> str:
     query = "&".join(f"{k}={v}" for k, v in options.items())
     return f"python:{ENVS}:{cls}" + (f"?{query}" if query else "")
@@ -234,13 +244,7 @@ def test_cli_train_and_eval_on_a_python_environment(tiny_model_dir, tmp_path):
     assert [m["step"] for m in steps] == [1, 2] and all("tools/calls_mean" in m for m in steps)
     rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
     assert rollouts and all("<tools>" in r["prompt"] and r["info"]["status"] == "ok" for r in rollouts)
-    out = tmp_path / "eval"
-    e = cli("eval", str(run / "checkpoints" / "step-000002"), "--env", env, "--limit", "3", "--output", str(out),
-            "--max-new-tokens", "8", "--quiet")
-    assert e.returncode == 0, e.stderr[-2000:]
-    name = envs.short_name(env)
-    results = json.loads((out / "results.json").read_text())
-    assert results["results"][name]["n"] == 3 and results["details"][name]["grader_status"] == {"ok": 3}
+    eval_graded_all(run / "checkpoints" / "step-000002", env, 3, tmp_path / "eval")
 
 
 @pytest.mark.parametrize(("args", "needle"), [

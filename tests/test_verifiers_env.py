@@ -28,7 +28,7 @@ from rewardlab.rollout import SamplingParams, behaviour, format_prompt, make_eng
 from rewardlab.rollout.driven import DrivenEngine
 
 from test_endpoint import HERMES_TEMPLATE, Scripted
-from test_python_env import cli, one_line_error
+from test_python_env import cli, eval_graded_all, one_line_error
 
 pytest.importorskip("verifiers.v1")
 
@@ -263,13 +263,7 @@ def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path,
     assert all(m["rollout/logp_max_abs_diff"] < 1e-3 for m in steps), [m["rollout/logp_max_abs_diff"] for m in steps]
     rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 8 and all(x["info"]["status"] == "ok" for x in rollouts)
-    out = tmp_path / "eval"
-    e = cli("eval", str(run / "checkpoints" / "step-000002"), "--env", SPEC, "--limit", "2",
-            "--output", str(out), "--max-new-tokens", "8", "--quiet", env=offline_uv)
-    assert e.returncode == 0, e.stderr[-2000:]
-    name = envs.short_name(SPEC)
-    results = json.loads((out / "results.json").read_text())
-    assert results["results"][name]["n"] == 2 and results["details"][name]["grader_status"] == {"ok": 2}
+    eval_graded_all(run / "checkpoints" / "step-000002", SPEC, 2, tmp_path / "eval", offline_uv)
 
 
 @pytest.mark.parametrize(("args", "needle"), [

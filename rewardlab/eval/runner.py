@@ -438,10 +438,8 @@ def _engine_for(plan: _Plan, ctx: _Ctx, b: _Bench) -> Any:
     benchmark's token budget, the sandbox as the model's Python tool."""
     cfg = plan.cfg
     env = str(b.rows[0].fields.get("env", "")) if b.rows else ""
-    if envs.is_env(env) and envs.driver(env):  # an environment running its own agent: it calls the policy endpoint
-        model = getattr(ctx.engine, "model", None)
-        return DrivenEngine(ctx.engine, ctx.tokenizer, drive=envs.drive, is_driven=envs.is_driven,
-                            max_model_len=int(getattr(getattr(model, "config", None), "max_position_embeddings", 4096)))
+    if envs.driver(env):  # an environment running its own agent: it calls the policy endpoint
+        return DrivenEngine(ctx.engine, ctx.tokenizer, drive=envs.drive, is_driven=envs.is_driven)
     if b.rows and envs.episode_opener(env):  # a multi-turn environment
         return EpisodeEngine(getattr(ctx.engine, "model", None), ctx.tokenizer, open_episode=envs.open_episode,
                              base=ctx.engine, settings=cfg.tool_settings(), batch_size=cfg.batch_size,

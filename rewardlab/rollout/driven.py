@@ -84,8 +84,9 @@ class DrivenEngine:
     tokenizer: Any
     drive: Callable[..., list[dict]]
     is_driven: Callable[[Any], bool] = lambda row: True
-    max_model_len: int = 4096
-    """Prompt plus completion tokens at most per request (the endpoint refuses longer ones)."""
+    max_model_len: int = 0
+    """Prompt plus completion tokens at most per request (the endpoint refuses longer ones); 0: the base model's
+    ``max_position_embeddings`` (4096 when it has none)."""
     policy: ServedPolicy | None = field(default=None, init=False)
     server: LoopbackServer | None = field(default=None, init=False)
 
@@ -110,7 +111,9 @@ class DrivenEngine:
 
     def _serve(self, sampling: SamplingParams) -> str:
         if self.policy is None:
-            self.policy = ServedPolicy(self.base, self.tokenizer, name="policy", max_model_len=self.max_model_len)
+            config = getattr(getattr(self.base, "model", None), "config", None)
+            longest = self.max_model_len or int(getattr(config, "max_position_embeddings", 4096))
+            self.policy = ServedPolicy(self.base, self.tokenizer, name="policy", max_model_len=longest)
             self.server = LoopbackServer(create_app(self.policy))
         self.policy.support = sampling.support  # the recorded log-probs describe what the trainer scores
         return self.server.url

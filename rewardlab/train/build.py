@@ -301,8 +301,8 @@ def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBas
                              batch_size=cfg.rollout_batch_size, base=engine,
                              drives=ENGINES[cfg.rollout].drives_tool_loop, is_episode=envs.is_episode)
     if driven(cfg):  # --- environments that run their own agent: they call the policy endpoint ---
-        return DrivenEngine(engine, tok, drive=envs.drive, is_driven=envs.is_driven,
-                            max_model_len=int(getattr(model.config, "max_position_embeddings", 4096)))
+        return DrivenEngine(engine, tok, drive=envs.drive, is_driven=envs.is_driven,  # the policy's own length
+                            max_model_len=int(getattr(model.config, "max_position_embeddings", 0)))
     if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
         # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)
         settings = tools_of(cfg, max_total_tokens=total_token_budget(cfg))

@@ -64,28 +64,25 @@ class Layouts:
     changes how fast a step runs, not what it learns. A resumed run measures again."""
 
     def __init__(self, packing: str, rounds: int = 2) -> None:
-        self.packing = packing
-        self.trials = list(LAYOUT_COST) * rounds if packing == "auto" else []
+        self.chosen = None if packing == "auto" else packing
+        timed = [(layout, True) for layout in LAYOUT_COST] * rounds
+        self.trials = [("none", False), *timed] if self.chosen is None else []
+        """``auto``'s steps to come, ``(layout, timed)``: first the untimed warm-up."""
         self.timings: dict[str, list[float]] = {layout: [] for layout in LAYOUT_COST}
-        self.chosen = packing if packing != "auto" else None
-        self.warm = packing != "auto"
 
     @property
     def current(self) -> str:
         """The layout of the next update step."""
-        if self.chosen is not None:
-            return self.chosen
-        return self.trials[0] if self.warm else "none"
+        return self.chosen or self.trials[0][0]
 
     def record(self, seconds: float, tokens: float) -> str | None:
         """Account the step just run in :attr:`current` (``seconds`` of update over ``tokens`` response tokens,
         already reduced over ranks); returns the decision's one-line summary on the step that makes it."""
         if self.chosen is not None:
             return None
-        if not self.warm:
-            self.warm = True
-            return None
-        self.timings[self.trials.pop(0)].append(seconds / max(tokens, 1.0))
+        layout, timed = self.trials.pop(0)
+        if timed:
+            self.timings[layout].append(seconds / max(tokens, 1.0))
         if self.trials:
             return None
         best = {layout: min(t) for layout, t in self.timings.items()}
