@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from rewardlab.rollout.base import SamplingParams
-from rewardlab.rollout.multiturn import Trajectory, extract_code, rollout_with_tools
+from rewardlab.rollout.multiturn import Trajectory, extract_code
+from rewardlab.rollout.python_tool import rollout_with_tools
 from rewardlab.rollout.tool_settings import FIELDS, ToolSettings
 from rewardlab.sandbox import Limits, execute
 from scripted import Scripted, assert_sampler_logprobs
@@ -355,3 +356,56 @@ def test_the_episode_tool_time_budget(lm):
     statuses = [turn["status"] for turn in t.turns if turn["code"] is not None]
     assert statuses[:2] == ["timeout", "timeout"] and 1.0 <= t.tool_seconds
     assert statuses[2:] == ["budget"] and "[budget] the episode's tool time budget is spent" in t.text
+
+
+class _Calculator:
+    """An environment of its own in the ``python_block`` call syntax (not the sandbox): it evaluates a block's one
+    sum itself, counts its calls and gives a verdict, as an environment with ``finish`` does."""
+
+    def __init__(self):
+        self.calls = []
+
+    def call(self, name, arguments, *, timeout):
+        self.calls.append((name, arguments["code"], timeout))
+        a, b = arguments["code"].removeprefix("print(").removesuffix(")").split("+")
+        return {"status": "ok", "sandbox_status": None, "stdout": f"{int(a) + int(b)}\n", "truncated": False,
+                "error": None}
+
+    def finish(self):
+        return {"reward": float(len(self.calls)), "status": "ok"}
+
+
+def test_the_fenced_loop_runs_any_environment_in_the_python_block_syntax(lm):
+    """The fenced Python loop is the episode loop in its ``python_block`` syntax: another environment written in it
+    gets the block's code as a ``python`` call (under the loop's timeout), its result comes back as the same
+    observation, and its verdict is kept, as for a ``<tool_call>`` environment. The sandbox's own loop has no
+    verdict (the task's reward grades the answer)."""
+    from rewardlab.rollout.episodes import rollout_episodes
+
+    model, tok = lm
+    script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
+    opened = []
+
+    def open_episode(i):
+        opened.append(_Calculator())
+        return opened[-1]
+
+    (t,) = rollout_episodes(Scripted(model, script), tok, ["Compute:"], 1, _sampling(24, seed=0),
+                            open_episode=open_episode, call_syntax="python_block",
+                            settings=ToolSettings(max_turns=3, max_total_tokens=96, tool_timeout=1.5))
+    assert opened[0].calls == [("python", "print(2+3)", 1.5)]
+    o0, o1 = t.turns[0]["observation"]
+    assert t.token_ids[o0:o1] == tok.encode("\n```output\n5\n```\n", add_special_tokens=False)
+    assert t.episode["reward"] == 1.0 and t.episode["status"] == "ok"
+    (s,) = rollout(Scripted(model, script), tok, ["Compute:"], n=1, sampling=_sampling(24, seed=0),
+                   execute=execute, max_turns=3, max_total_tokens=96)
+    assert s.token_ids[: o1] == t.token_ids[: o1] and s.episode is None  # the sandbox printed the same 5
+
+
+def test_an_unknown_call_syntax_is_a_one_line_error(lm):
+    from rewardlab.errors import RewardlabError
+    from rewardlab.rollout.episodes import rollout_episodes
+
+    model, tok = lm
+    with pytest.raises(RewardlabError, match="call syntax 'fenced'; choose one of: tool_call, python_block"):
+        rollout_episodes(model, tok, ["x"], 1, _sampling(4), open_episode=lambda i: None, call_syntax="fenced")

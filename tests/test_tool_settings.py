@@ -13,7 +13,7 @@ from rewardlab.fields import with_choices
 from rewardlab.eval.config import TOOL_FIELDS, EvalConfig
 from rewardlab.eval.config import field_docs as eval_docs
 from rewardlab.rollout.base import SamplingParams
-from rewardlab.rollout.multiturn import ToolEngine, rollout_with_tools
+from rewardlab.rollout.python_tool import ToolEngine, rollout_with_tools
 from rewardlab.rollout.tool_settings import (
     FIELDS,
     TOOL_FORMATS,

@@ -18,7 +18,7 @@ import torch
 from rewardlab import cli
 from rewardlab.rewards.base import CheapReward, RewardResult
 from rewardlab.rewards.length import overlong_penalty
-from rewardlab.rollout.multiturn import ToolEngine
+from rewardlab.rollout.python_tool import ToolEngine
 from rewardlab.train import build
 from rewardlab.train.logprobs import pad_batch
 from rewardlab.train.samples import Sample

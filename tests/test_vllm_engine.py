@@ -310,7 +310,7 @@ def test_tool_rollouts_through_vllm_match_the_hf_path(vllm_setup, tool_script):
     """The engine path (continue_ids: exact ids, a stop at every ``` fence, even one completed across
     tokens, EOS, the turn budget) gives token for token the trajectories of the HF path, with the real
     sandbox between the turns, both observation formats, and a budget that cuts the second turn."""
-    from rewardlab.rollout.multiturn import ToolEngine, rollout_with_tools
+    from rewardlab.rollout.python_tool import ToolEngine, rollout_with_tools
     from rewardlab.rollout.tool_settings import ToolSettings
     from rewardlab.sandbox import execute
 

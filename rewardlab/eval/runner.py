@@ -55,7 +55,7 @@ from rewardlab.rewards.pool import prewarm, score_batch
 from rewardlab.rollout import ENGINES, SamplingParams, make_engine
 from rewardlab.rollout.driven import DrivenEngine
 from rewardlab.rollout.episodes import EpisodeEngine
-from rewardlab.rollout.multiturn import ToolEngine
+from rewardlab.rollout.python_tool import ToolEngine
 
 LIMIT_RULE = "first N problems in data-file order"
 

@@ -9,7 +9,9 @@ one per rollout too: :mod:`rewardlab.envs.python_env`). The loop, per trajectory
 
 1. the model samples a turn until its end-of-turn token (or a budget);
 2. the turn's ``<tool_call>`` blocks (Hermes / Qwen JSON, :func:`~rewardlab.rollout.toolcalls.tool_calls_of`,
-   what vLLM's ``hermes`` parser reads) are the calls; a turn without one is the final answer;
+   what vLLM's ``hermes`` parser reads) are the calls; a turn without one is the final answer (the
+   ``python_block`` call syntax instead ends a turn at a closed ```python block, whose code is one call of the
+   environment's ``python`` tool: the fenced Python loop, :mod:`rewardlab.rollout.python_tool`);
 3. each call runs on the episode (in a thread, under ``tool_timeout`` and what is left of the episode's
    ``tool_episode_timeout``); its result or its error goes back as a ``tool`` message through the chat template
    (:func:`~rewardlab.rollout.toolcalls.messages_ids`: the template's own separators, encoded alone and appended
@@ -39,7 +41,7 @@ from rewardlab.bounded import Hung, Raised, bounded, bounded_all
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.decode import eos_ids
-from rewardlab.rollout.multiturn import Limits, Trajectory, insert_ids, multiturn
+from rewardlab.rollout.multiturn import Limits, Trajectory, insert_ids, multiturn, observation
 from rewardlab.rollout.tool_settings import ToolSettings
 from rewardlab.rollout.toolcalls import messages_ids, tool_calls_of
 
@@ -55,8 +57,17 @@ class Episode(Protocol):
         ...
 
     def finish(self) -> dict:
-        """The verdict once the episode ended: ``{"reward": float or None, "status": str, ...}``."""
+        """The verdict once the episode ended: ``{"reward": float or None, "status": str, ...}``. An environment
+        without ``finish`` gives no verdict of its own: the task's reward grades the model's last turn."""
         ...
+
+
+CALL_SYNTAXES = ("tool_call", "python_block")
+"""How a tool environment's calls are written. ``tool_call``: ``<tool_call>`` JSON in the model's chat template, the
+turn ending at its end-of-turn token, results back as ``tool`` messages. ``python_block``: a closed ```python block
+ends the turn and is one call ``call("python", {"code": code}, timeout=seconds)`` that returns the run's record
+(``status``, ``stdout``, ``truncated``, ``error``: :func:`rewardlab.rollout.python_tool.run_tool`); the result comes
+back as an ```output block in the assistant's turn, or as a ``tool`` message (``--tool-format``)."""
 
 
 @dataclass
@@ -149,16 +160,28 @@ def _reply(reply: Any, chars: int) -> list[dict]:
 
 def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
                      open_episode: Callable[[int], Any], settings: ToolSettings | None = None,
-                     max_model_tokens: int | None = None, batch_size: int = 64, engine: Any = None
-                     ) -> list[Trajectory]:
+                     max_model_tokens: int | None = None, batch_size: int = 64, engine: Any = None,
+                     call_syntax: str = "tool_call") -> list[Trajectory]:
     """``len(prompts) * n`` environment episodes, prompt-major; ``open_episode(i)`` opens a fresh
     :class:`Episode` for prompt ``i`` (an exception there ends that episode before it starts, status
-    ``env_error``). Budgets and sampling as :func:`~rewardlab.rollout.multiturn.rollout_with_tools`."""
+    ``env_error``); its calls are written in ``call_syntax`` (:data:`CALL_SYNTAXES`).
+
+    ``sampling``: temperature / top-k / top-p / seed as for the engines; ``max_new_tokens`` caps the tokens
+    sampled in one turn; ``stop`` strings are not used. ``settings`` (default :class:`ToolSettings`): the
+    turns, the trajectory's token budget (:meth:`~rewardlab.rollout.tool_settings.ToolSettings.token_budget` of
+    ``sampling.max_new_tokens``, inserted tokens included), the time budgets (each call gets at most what is left
+    of the episode's seconds), the result format and cut. ``max_model_tokens`` caps the sampled tokens of a
+    whole trajectory (None: only the token budget). ``batch_size``: trajectories decoded together in one turn.
+    ``engine``: sample through an engine that continues exact token ids (``continue_ids``: the vLLM engine)
+    instead of ``model``."""
+    if call_syntax not in CALL_SYNTAXES:
+        raise RewardlabError(f"unknown call syntax {call_syntax!r}; choose one of: {', '.join(CALL_SYNTAXES)}")
     s = settings or ToolSettings()
     s.check()
+    blocks = call_syntax == "python_block"
     total = s.token_budget(sampling.max_new_tokens)
     lim = Limits(sampling.max_new_tokens, total, max_model_tokens or total, s.max_turns, s.tool_timeout,
-                 s.tool_output_chars, chat=True, episode=s.episode_seconds())
+                 s.tool_output_chars, chat=not blocks or s.tool_format == "chat", episode=s.episode_seconds())
     eos = set(eos_ids(model, tokenizer))
     open_: dict[int, _Open] = {}
 
@@ -175,6 +198,10 @@ def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sam
 
     def after_turn(live: list[Trajectory]) -> None:
         for t in live:
+            if blocks:  # the fenced Python loop: the turn's closed block (if any) is the call
+                if t.turns[-1]["code"] is not None:
+                    _block_call(tokenizer, t, open_[id(t)], lim)
+                continue
             t.turns[-1]["calls"] = []
             ep = open_[id(t)]
             turn_env = hasattr(ep.episode, "respond")
@@ -202,16 +229,50 @@ def rollout_episodes(model: Any, tokenizer: Any, prompts: list[str], n: int, sam
             elif len(t.token_ids) >= lim.total or sum(t.loss_mask) >= lim.model:
                 t.finish_reason = "length"
 
-    trajs = multiturn(model, tokenizer, prompts, n, sampling, lim, batch_size, after_turn, tools=False,
+    trajs = multiturn(model, tokenizer, prompts, n, sampling, lim, batch_size, after_turn, tools=blocks,
                       engine=engine, on_start=start)
     for t in trajs:
         t.episode = _verdict(open_[id(t)], lim)
     return trajs
 
 
-def _verdict(ep: _Open, lim: Limits) -> dict:
+def _block_call(tok: Any, t: Trajectory, ep: _Open, lim: Limits) -> None:
+    """Run the last turn's ```python block as a call of the environment's ``python`` tool and append its result
+    (loss mask 0). An empty block is a malformed call, and a call once the episode's seconds are spent is not
+    run: their results say so, and the episode goes on."""
+    turn = t.turns[-1]
+    t.tool_calls += 1
+    left = lim.episode - t.tool_seconds
+    if not turn["code"].strip():
+        res = {"status": "malformed", "sandbox_status": None, "stdout": "", "truncated": False,
+               "error": "empty code block"}
+    elif left <= 0:
+        res = {"status": "budget", "sandbox_status": None, "stdout": "", "truncated": False,
+               "error": "the episode's tool time budget is spent"}
+    else:  # the environment bounds the call itself (the sandbox kills the process at its timeout)
+        t0 = time.monotonic()
+        res = ep.episode.call("python", {"code": turn["code"]}, timeout=min(lim.timeout, left))
+        t.tool_seconds += time.monotonic() - t0
+    turn.update(res)
+    if lim.chat:  # a tool message through the chat template (its own separators around it)
+        body = observation(res["status"], res["stdout"], res["error"], res["truncated"], fenced=False)
+        ids = messages_ids(tok, [{"role": "tool", "content": body}], ended=False)
+    else:
+        ids = tok.encode(observation(res["status"], res["stdout"], res["error"], res["truncated"]),
+                         add_special_tokens=False)
+    turn["observation"] = insert_ids(t, ids, lim.total)
+    if t.tool_calls >= lim.turns:
+        t.finish_reason = "max_turns"
+    elif len(t.token_ids) >= lim.total or sum(t.loss_mask) >= lim.model:
+        t.finish_reason = "length"
+
+
+def _verdict(ep: _Open, lim: Limits) -> dict | None:
     """The episode's verdict: the environment's own (``finish``), or why there is none (a broken episode is still
-    closed, when its environment has ``close``: an OpenEnv session)."""
+    closed, when its environment has ``close``: an OpenEnv session); None from an environment that has no
+    ``finish`` (the task's reward grades the answer)."""
+    if ep.broken is None and not callable(getattr(ep.episode, "finish", None)):
+        return None
     if ep.broken is not None:
         if ep.episode is not None and callable(getattr(ep.episode, "close", None)):
             try:

@@ -1,20 +1,16 @@
-"""Multi-turn rollouts with token-exact trajectories: the sandbox as the model's Python tool, and a
-critic's feedback between two answers.
+"""Multi-turn rollouts with token-exact trajectories: the loop that environment episodes, the fenced Python tool
+and a critic's feedback between two answers all run on.
 
-    from rewardlab.sandbox import execute
-    trajs = rollout_with_tools(model, tok, prompts, n=4, sampling=SamplingParams(max_new_tokens=256, seed=0),
-                               execute=execute, settings=ToolSettings(max_turns=3, max_total_tokens=512))
+    trajs = multiturn(model, tok, prompts, n, sampling, limits, batch_size, after_turn, tools=True)
     t = trajs[0]; t.token_ids, t.loss_mask, t.logprobs, t.turns, t.finish_reason, t.answer
-    ToolEngine(model, tok, execute=execute, settings=ToolSettings()).generate(prompts, n, sampling)  # engine
     rollout_with_feedback(model, tok, prompts, n, sampling, critic=...)         # answer, feedback, answer
 
-**Tool turns.** The model samples until the text it sampled *this turn* holds a closed fenced block
-(```` ```python ... ``` ```` or ```` ```py ````), EOS, or a budget. The block's code runs in the sandbox
-(``execute``: the sandbox's :func:`rewardlab.sandbox.execute`, passed in by the caller because the
-import rules keep ``rollout`` from importing ``sandbox``; stdio style, empty stdin), and an observation
-is appended: ``"\n```output\n{stdout}\n```\n"`` (``tool_format="fenced"``) or a ``tool`` message
-through the chat template (``"chat"``); then the model samples again. An empty block is a malformed
-call: not run, its observation says so. A block left unclosed is not a tool call.
+**Turns.** The model samples a turn until EOS, a budget, or (``tools=True``: the fenced Python loop) the moment
+the text it sampled *this turn* holds a closed fenced block (```` ```python ... ``` ```` or ```` ```py ````,
+:func:`extract_code`; the turn's ``code``). Then ``after_turn(live)`` acts on the turns that ended: an
+environment's tools run and their results are appended (:mod:`rewardlab.rollout.episodes`; the sandbox as the
+model's Python tool is one such environment, :mod:`rewardlab.rollout.python_tool`), or a critic's feedback is;
+then the model samples again. A block left unclosed is not a tool call.
 
 **Token-exactness.** ``prompt_ids + token_ids`` is exactly the sequence the model was run on while
 sampling. Sampled tokens are appended as the ids that were drawn (decoding only *detects* the
@@ -35,22 +31,19 @@ sample instead, one call per fence.
 ``finish_reason``: ``"stop"`` (EOS), ``"length"`` (the token budget over sampled and inserted
 tokens, the model-token budget, or ``sampling.max_new_tokens`` in one turn; an observation past the
 budget is cut at it), ``"max_turns"`` (the ``max_turns``-th tool call was run and its observation
-appended). The settings (turns, budgets, timeouts, format) are one
-:class:`~rewardlab.rollout.tool_settings.ToolSettings`.
+appended). The budgets are one :class:`Limits`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.decode import decode, eos_ids, inference_mode, prefill, row_streams, seeded
-from rewardlab.rollout.tool_settings import TOOL_FORMATS, ToolSettings
 from rewardlab.rollout.toolcalls import messages_ids
 from rewardlab.seeds import derive_seed
 
@@ -120,10 +113,6 @@ def extract_code(text: str) -> str | None:
     return None if m is None else m.group(1)
 
 
-OBSERVATION_FORMATS = TOOL_FORMATS
-"""How a tool's output comes back (:data:`rewardlab.rollout.tool_settings.TOOL_FORMATS`)."""
-
-
 def observation(status: str, stdout: str, error: str | None, truncated: bool, *, fenced: bool = True) -> str:
     """The text appended after a tool call (``fenced=False``: the bare content of a ``tool`` message)."""
     body = stdout.rstrip("\n")
@@ -136,61 +125,6 @@ def observation(status: str, stdout: str, error: str | None, truncated: bool, *,
     elif status not in ("ok",) and error:
         body = (body + "\n" if body else "") + f"[{status}] {error.strip().splitlines()[-1][:200]}"
     return f"\n```output\n{body}\n```\n" if fenced else body
-
-
-def run_tool(execute: Callable[..., Any], code: str, timeout: float, max_output_chars: int) -> dict:
-    """Run ``code`` with the sandbox's ``execute`` (stdio style, empty stdin); a turn's tool fields."""
-    r = execute(code, stdin="", expected_stdout="", timeout=timeout)
-    sb = str(r.status)
-    # stdio runs are graded against expected_stdout="": "pass"/"fail" both mean the program ended normally
-    status = "ok" if sb in ("pass", "fail") else sb
-    details = getattr(r, "details", {}) or {}
-    out = str(details.get("stdout") or "")
-    error = details.get("error") if status != "ok" else None
-    if status == "error" and details.get("traceback"):
-        error = str(details["traceback"])
-    truncated = len(out) > max_output_chars
-    out = out[:max_output_chars]
-    return {"status": status, "sandbox_status": sb, "stdout": out, "truncated": truncated,
-            "error": None if error is None else str(error)[:500]}
-
-
-def rollout_with_tools(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
-                       execute: Callable[..., Any] | None = None, settings: ToolSettings | None = None,
-                       max_model_tokens: int | None = None, batch_size: int = 64, engine: Any = None
-                       ) -> list[Trajectory]:
-    """``len(prompts) * n`` trajectories, prompt-major (``out[i * n + j]`` is sample j of prompt i).
-
-    ``sampling``: temperature / top-k / top-p / seed as for the engines; ``max_new_tokens`` caps the
-    tokens sampled in one turn; ``stop`` strings are not used. ``settings`` (default
-    :class:`~rewardlab.rollout.tool_settings.ToolSettings`): the turns, the trajectory's token budget
-    (:meth:`~rewardlab.rollout.tool_settings.ToolSettings.token_budget` of ``sampling.max_new_tokens``,
-    observations included), the tool timeouts (each call gets at most what is left of the episode's tool
-    seconds; once spent, a call is not run and its observation says so, status ``"budget"``), the
-    observation format and the output cut. ``max_model_tokens`` caps the sampled tokens of a whole
-    trajectory (None: only the token budget). ``execute`` runs the code (the sandbox's
-    :func:`rewardlab.sandbox.execute`; never model code in this process). ``batch_size``: trajectories
-    decoded together in one turn. ``engine``: sample through an engine that continues exact token ids
-    (``continue_ids``: the vLLM engine) instead of ``model``.
-    """
-    if execute is None:
-        raise RewardlabError("rollout_with_tools needs execute= (e.g. rewardlab.sandbox.execute): tool code "
-                             "runs in the sandbox, which the rollout package does not import itself")
-    s = settings or ToolSettings()
-    if s.max_turns < 1:
-        raise RewardlabError(f"max_turns must be >= 1, got {s.max_turns}")
-    if s.tool_format not in OBSERVATION_FORMATS:
-        raise RewardlabError(f"tool_format must be one of {OBSERVATION_FORMATS}, got {s.tool_format!r}")
-    total = s.token_budget(sampling.max_new_tokens)
-    limits = Limits(sampling.max_new_tokens, total, max_model_tokens or total, s.max_turns, s.tool_timeout,
-                     s.tool_output_chars, chat=s.tool_format == "chat", episode=s.episode_seconds())
-
-    def tool_calls(live: list[Trajectory]) -> None:
-        for t in live:
-            if t.turns[-1]["code"] is not None:
-                _call_tool(tokenizer, t, execute, limits)
-
-    return multiturn(model, tokenizer, prompts, n, sampling, limits, batch_size, tool_calls, tools=True, engine=engine)
 
 
 def rollout_with_feedback(model: Any, tokenizer: Any, prompts: list[str], n: int, sampling: SamplingParams, *,
@@ -282,36 +216,6 @@ def multiturn(model, tokenizer, prompts: list[str], n: int, sampling: SamplingPa
         a, b = t.turns[-1]["sampled"]
         t.answer = tokenizer.decode(t.token_ids[a:b], skip_special_tokens=True)
     return trajs
-
-
-@dataclass
-class ToolEngine:
-    """A rollout engine whose completions are tool-using trajectories: :func:`rollout_with_tools` behind
-    the engine interface (``generate(prompts, n, sampling) -> list[Completion]``, ``load_weights``).
-
-    It samples from the live ``model`` (as the HF engine does), so ``load_weights`` has nothing to copy.
-    ``sampling.max_new_tokens`` caps one turn *and* the model's tokens over the whole trajectory;
-    the token budget of ``settings`` also counts the observations."""
-
-    model: Any
-    tokenizer: Any
-    execute: Callable[..., Any]
-    settings: ToolSettings = field(default_factory=ToolSettings)
-    """Turns, budgets, timeouts, observation format (:class:`~rewardlab.rollout.tool_settings.ToolSettings`)."""
-    batch_size: int = 64
-    engine: Any = None
-    """An engine that continues exact token ids (the vLLM engine): it samples instead of ``model``."""
-
-    def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[Completion]:
-        trajs = rollout_with_tools(self.model, self.tokenizer, prompts, n, sampling, execute=self.execute,
-                                   settings=self.settings, max_model_tokens=sampling.max_new_tokens,
-                                   batch_size=self.batch_size, engine=self.engine)
-        return [t.completion() for t in trajs]
-
-    def load_weights(self, model: Any) -> None:
-        if self.engine is not None:
-            self.engine.load_weights(model)
-        self.model = model
 
 
 @dataclass
@@ -469,34 +373,5 @@ def _open_turns(chunk: list[Trajectory], lim: Limits) -> tuple[list[int], list[i
     return starts, caps
 
 
-def _call_tool(tok, t: Trajectory, execute: Callable[..., Any], lim: Limits) -> None:
-    """Run the last turn's code in the sandbox and append its observation (loss mask 0)."""
-    turn = t.turns[-1]
-    t.tool_calls += 1
-    left = lim.episode - t.tool_seconds
-    if not turn["code"].strip():  # a malformed call: nothing to run; the observation says so
-        res = {"status": "malformed", "sandbox_status": None, "stdout": "", "truncated": False,
-               "error": "empty code block"}
-    elif left <= 0:  # the episode's tool time is spent: not run, and the observation says so
-        res = {"status": "budget", "sandbox_status": None, "stdout": "", "truncated": False,
-               "error": "the episode's tool time budget is spent"}
-    else:
-        t0 = time.monotonic()
-        res = run_tool(execute, turn["code"], min(lim.timeout, left), lim.chars)
-        t.tool_seconds += time.monotonic() - t0
-    turn.update(res)
-    if lim.chat:  # a tool message through the chat template (its own separators around it)
-        body = observation(res["status"], res["stdout"], res["error"], res["truncated"], fenced=False)
-        obs_ids = messages_ids(tok, [{"role": "tool", "content": body}], ended=False)
-    else:
-        obs_ids = tok.encode(observation(res["status"], res["stdout"], res["error"], res["truncated"]),
-                             add_special_tokens=False)
-    turn["observation"] = insert_ids(t, obs_ids, lim.total)
-    if t.tool_calls >= lim.turns:
-        t.finish_reason = "max_turns"
-    elif len(t.token_ids) >= lim.total or sum(t.loss_mask) >= lim.model:
-        t.finish_reason = "length"
-
-
-__all__ = ["TOOL_HINT", "FeedbackEngine", "ToolEngine", "Trajectory", "extract_code", "observation",
-           "rollout_with_feedback", "rollout_with_tools", "with_tool_hint"]
+__all__ = ["TOOL_HINT", "FeedbackEngine", "Trajectory", "extract_code", "observation", "rollout_with_feedback",
+           "with_tool_hint"]

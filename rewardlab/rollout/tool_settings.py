@@ -3,8 +3,9 @@
 ``rewardlab train`` and ``rewardlab eval`` carry these as flat fields of their configs (``--max-turns``,
 ``--tool-timeout``, ...), generated from this class by :func:`config_fields` the way ``TrainConfig``'s
 algorithm fields come from ``algos.Algo``; :func:`settings_of` reads them back from a config, and the
-tool engine (:class:`rewardlab.rollout.multiturn.ToolEngine`, :func:`~rewardlab.rollout.multiturn.rollout_with_tools`)
-takes the result. Each default, each docstring (the ``--help`` text) and the token-budget rule live here::
+tool engine (:class:`rewardlab.rollout.python_tool.ToolEngine`) and the environment episodes
+(:func:`rewardlab.rollout.episodes.rollout_episodes`) take the result. Each default, each docstring (the
+``--help`` text) and the token-budget rule live here::
 
     from rewardlab.rollout.tool_settings import ToolSettings
     settings = ToolSettings(max_turns=2, tool_format="chat")

@@ -27,7 +27,8 @@ from rewardlab.rollout import ENGINES, LIVE_ENGINE, Collectives, RolloutEngine, 
 from rewardlab.rollout import behaviour
 from rewardlab.rollout.driven import DrivenEngine
 from rewardlab.rollout.episodes import EpisodeEngine
-from rewardlab.rollout.multiturn import ToolEngine, with_tool_hint
+from rewardlab.rollout.multiturn import with_tool_hint
+from rewardlab.rollout.python_tool import ToolEngine
 from rewardlab.rollout.toolcalls import render_with_tools
 from rewardlab.tasks import Row
 from rewardlab.train import async_rollout, distributed, feedback
