@@ -110,7 +110,7 @@ def _untimed_info(rows: list[dict]) -> list[dict]:
 @pytest.mark.parametrize(("extra", "why"), [
     ({"algo": "remax"}, "remax's baseline is a greedy rollout"),
     ({"algo": "dapo"}, "dynamic sampling"),
-    ({"feedback": "ref"}, "--feedback / --tools"),
+    ({"feedback": "ref"}, "--feedback rollouts are not pipelined"),
 ])
 def test_what_cannot_run_async_is_refused_in_one_line(tiny_model_dir, tmp_path, extra, why):
     proc = run_cli(base_args(tiny_model_dir, tmp_path / "x", async_steps=1, **extra), check=False)
@@ -216,3 +216,31 @@ def test_a_model_with_hundreds_of_tensors_reaches_the_worker(tmp_path):
     finally:
         worker.close()
     assert res.version == 0 and len(res.completions) == 2
+
+
+@pytest.mark.parametrize("kind", ["tools", "episodes"])
+def test_multiturn_rollouts_in_the_worker_are_the_trainers_own(tiny_model_dir, tmp_path, kind):
+    """``--tools python`` and a multi-turn environment run in the generation worker, wrapped as the trainer wraps
+    its own engine: step 1 (sampled by the start's weights either way) is token for token the synchronous run's
+    step 1, with its tool turns or its episode verdicts; step 2 is one version stale. A worker that sampled single
+    turns, or lost the rows its episodes open on, would differ."""
+    from test_python_env import ENVS
+
+    over = ({"tools": "python", "max_turns": 2, "max_new_tokens": 12} if kind == "tools"
+            else {"task": f"python:{ENVS}:IncrementEnv?size=8", "max_new_tokens": 12})
+    args = [a for a in base_args(tiny_model_dir, tmp_path / "sync", algo="grpo", **over)]
+    if kind == "episodes":  # the environment's own reward
+        k = args.index("--reward")
+        del args[k : k + 2]
+    run_cli(args)
+    run_cli([*args, "--output-dir", str(tmp_path / "k1"), "--async-steps", "1"])
+    sync, k1 = read_jsonl(tmp_path / "sync" / "rollouts.jsonl"), read_jsonl(tmp_path / "k1" / "rollouts.jsonl")
+    first = [(r["token_ids"] if "token_ids" in r else r["completion"], r.get("turns"), r["reward"])
+             for r in sync if r["step"] == 1]
+    assert first == [(r["token_ids"] if "token_ids" in r else r["completion"], r.get("turns"), r["reward"])
+                     for r in k1 if r["step"] == 1]
+    assert _staleness(k1) == [0] * 8 + [1] * 8
+    if kind == "tools":
+        assert all(r.get("turns") for r in k1)
+    else:
+        assert all(r["info"]["status"] == "ok" for r in k1)

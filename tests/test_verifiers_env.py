@@ -268,7 +268,7 @@ def test_cli_train_and_eval_on_a_verifiers_environment(tiny_model_dir, tmp_path,
 
 @pytest.mark.parametrize(("args", "needle"), [
     (("train", "--env", "verifiers:no_such_taskset_xyz", "--steps", "1"), "taskset 'no_such_taskset_xyz' not found"),
-    (("train", "--env", SPEC, "--async-steps", "1", "--steps", "1"), "brings its own tools"),
+    (("train", "--env", SPEC, "--async-steps", "1", "--steps", "1"), "drives the policy through the endpoint"),
 ])
 def test_cli_bad_verifiers_environment_is_one_line(args, needle, tmp_path, offline_uv):
     one_line_error(cli(*args, cwd=tmp_path, env=offline_uv), needle)

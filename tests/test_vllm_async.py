@@ -94,3 +94,17 @@ def test_weights_pushed_during_a_request_do_not_reach_it_and_reach_the_next(vllm
     assert [c.token_ids for c in b.completions] == [c.token_ids for c in want1]
     for got, want in zip(b.completions, want1):
         assert got.logprobs == pytest.approx(want.logprobs, abs=1e-4)
+
+
+def test_the_python_tool_loop_runs_on_the_workers_vllm_engine(vllm_model, tmp_path):
+    """``--tools python --async-steps 1 --rollout vllm``: the worker wraps its vLLM engine in the tool loop (vLLM
+    samples the turns, continuing exact ids), so step 1, sampled by the start's weights, is the synchronous vLLM
+    run's step 1 token for token, turns included."""
+    args = base_args(vllm_model, tmp_path / "sync", algo="grpo", steps=2, rollout="vllm", tools="python",
+                     max_turns=2, max_new_tokens=12)
+    run_cli(args, timeout=900)
+    run_cli([*args, "--output-dir", str(tmp_path / "k1"), "--async-steps", "1"], timeout=900)
+    sync, k1 = read_jsonl(tmp_path / "sync" / "rollouts.jsonl"), read_jsonl(tmp_path / "k1" / "rollouts.jsonl")
+    assert all(r["turns"] for r in k1) and [r["info"]["policy_version"] for r in k1] == [0] * 16
+    assert [(r["completion"], r["turns"]) for r in sync if r["step"] == 1] == \
+        [(r["completion"], r["turns"]) for r in k1 if r["step"] == 1]

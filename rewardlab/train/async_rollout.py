@@ -47,7 +47,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
 from rewardlab.rollout import ENGINES, Completion, SamplingParams
 from rewardlab.train.async_worker import GenerationWorker, Result
-from rewardlab.train.config import ASYNC_CORRECTION, TrainConfig
+from rewardlab.train.config import ASYNC_CORRECTION, TrainConfig, driven
 from rewardlab.train.samples import Batch, rollout_seed
 from rewardlab.train.state import run_sampling
 
@@ -70,8 +70,10 @@ def why_not(cfg: TrainConfig, algo: Algo, world_size: int = 1) -> str | None:
         return "dynamic sampling's extra generation rounds depend on the step's rewards (not pipelined yet)"
     if algo.group_size_policy != "fixed":
         return "--group-size-policy variance sizes groups from the rewards of the steps before"
-    if cfg.feedback != "none" or cfg.tools != "none":
-        return "--feedback / --tools rollouts are not pipelined yet"
+    if cfg.feedback != "none":
+        return "--feedback rollouts are not pipelined yet"
+    if driven(cfg):
+        return f"{driven(cfg)[0]} drives the policy through the endpoint itself (not pipelined yet)"
     if world_size > 1:
         return "the generation worker serves one process (not torchrun)"
     return None
@@ -124,9 +126,10 @@ class AsyncRollout:
         self._stage, self._grade, self._run = rollout_and_score, grade, run
         self.worker = GenerationWorker(run.model, run.tok, version=run.start_step, batch_size=cfg.rollout_batch_size,
                                        threads=torch.get_num_threads(), on_part=self._grade_part,
-                                       engine=cfg.rollout, engine_kwargs=worker_engine_kwargs(cfg))
+                                       engine=cfg.rollout, engine_kwargs=worker_engine_kwargs(cfg),
+                                       multiturn=run.trainer.multiturn)
         self._ahead = copy.deepcopy(run.stream)  # takes the prompts of the steps in flight
-        self._requests: dict[int, tuple[int, Prompts, list[str], SamplingParams]] = {}  # step -> its request
+        self._requests: dict[int, tuple[int, Prompts, list[str], SamplingParams, list | None]] = {}  # step -> request
         self._answers: dict[int, Result] = {}  # rid -> answer not taken yet
         self._graded: dict[int, tuple[list[RewardResult], list[float]]] = {}  # rid -> results, grading seconds
         self._pushed = self._queued = run.start_step
@@ -174,12 +177,12 @@ class AsyncRollout:
         while self._queued < step + self.k:
             self._queue(run, self._queued + 1)
         t0 = time.perf_counter()
-        rid, mine, prompt_texts, sampling = self._requests.pop(step)
+        rid, mine, prompt_texts, sampling, rows = self._requests.pop(step)
         res = self._answer(rid)
         while step - 1 - res.version > self.bound:  # too stale: drop, ask again (queued after the newest weights)
             self._step["dropped"] += len(res.completions or [])
             self._graded.pop(res.rid, None)
-            res = self._answer(self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine))
+            res = self._answer(self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine, rows=rows))
         graded, seconds = self._graded.pop(res.rid, ([], []))
         self._step["idle"] += time.perf_counter() - t0
         self._step.update(version=float(res.version), engine_idle=self._step["engine_idle"] + res.idle_s,
@@ -196,8 +199,9 @@ class AsyncRollout:
         mine = self._ahead.take(cfg.prompts_per_step)
         prompt_texts = [run.trainer.render(run.rows[i]) for i, _ in mine]
         sampling = run_sampling(cfg, seed=rollout_seed(cfg.seed, step))
-        rid = self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine)
-        self._requests[step] = (rid, mine, prompt_texts, sampling)
+        rows = [run.rows[i] for i, _ in mine] if run.trainer.sampler.rows else None  # environment episodes
+        rid = self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine, rows=rows)
+        self._requests[step] = (rid, mine, prompt_texts, sampling, rows)
         self._queued = step
 
     def _grade_part(self, rid: int, mine: Prompts, completions: list[Completion]) -> None:

@@ -11,6 +11,10 @@ is decoded, while it decodes the next; a reader thread in the trainer receives t
 chunk to ``on_part(rid, context, completions)`` (the pipeline grades it there, in the reward pool, while the
 trainer updates), then assembles the request's :class:`Result` for :meth:`GenerationWorker.result`.
 
+Multi-turn rollouts (``--tools python``, environment episodes): ``Spec.multiturn`` wraps the worker's engine as
+the trainer wraps its own, a request carries the rows its episodes open on, and its completions come back as one
+chunk (the multi-turn loop has no per-chunk callback).
+
 Why a process and not a thread: the HF engine seeds and restores torch's *global* random generator
 around each ``generate`` (``rollout.decode.seeded``); in a thread that would race the trainer's own
 draws (dropout) and the RNG state a checkpoint saves. A process has its own generator, its own
@@ -76,6 +80,9 @@ class Spec:
     """Where the worker's policy copy lives: ``"cpu"`` (HF, and vLLM on CPU) or the trainer's CUDA device (vLLM)."""
     engine_kwargs: dict[str, Any]
     """vLLM: :class:`~rewardlab.rollout.vllm.VLLMEngine` keyword arguments (memory share, seed, ...)."""
+    multiturn: Any = None
+    """Multi-turn rollouts (the Python tool, environment episodes): ``wrap(model, tokenizer, engine, engine_name)``
+    wraps the worker's engine as the trainer wraps its own (``rewardlab.train.build.Multiturn``); None: single-turn."""
 
 
 @dataclass
@@ -115,24 +122,26 @@ def _build(spec: Spec, model: Any, tokenizer: Any) -> Any:
     chunks of ``batch_size`` rows; one that holds a copy gets ``engine_kwargs``)."""
     row = ENGINES[spec.engine]
     if row.live_weights:
-        return row.build(model, tokenizer, batch_size=spec.batch_size)
-    # one process, no group: the local collectives, but the trainer's merged state dict under LoRA
-    collectives = Collectives(full_state_dict=full_state_dict_for_engine(model))
-    return row.build(model, tokenizer, collectives=collectives, **spec.engine_kwargs)
+        engine = row.build(model, tokenizer, batch_size=spec.batch_size)
+    else:  # one process, no group: the local collectives, but the trainer's merged state dict under LoRA
+        collectives = Collectives(full_state_dict=full_state_dict_for_engine(model))
+        engine = row.build(model, tokenizer, collectives=collectives, **spec.engine_kwargs)
+    return engine if spec.multiturn is None else spec.multiturn.wrap(model, tokenizer, engine, spec.engine)
 
 
-def _generate(spec: Spec, engine: Any, model: Any, prompts: list[str], n: int, sampling: SamplingParams,
-              send: Callable[[list[Completion]], None]) -> None:
-    """One request: an engine that holds a weight copy (vLLM) first takes the weights applied since its last
-    request (a no-op when none came); a streaming engine (HF) sends each chunk to ``send`` as it is decoded,
-    another sends all its completions as one chunk."""
+def _generate(spec: Spec, engine: Any, model: Any, request: tuple, send: Callable[[list[Completion]], None]) -> None:
+    """One request ``(prompts, n, sampling, rows)``: an engine that holds a weight copy (vLLM) first takes the
+    weights applied since its last request (a no-op when none came); a streaming engine (HF, single-turn) sends
+    each chunk to ``send`` as it is decoded, another sends all its completions as one chunk. ``rows``: the
+    prompts' rows, for an engine that opens each prompt's environment episodes on its row (else None)."""
+    prompts, n, sampling, rows = request
     row = ENGINES[spec.engine]
     if not row.live_weights:
         engine.load_weights(model)
-    if row.streams_chunks:
+    if row.streams_chunks and spec.multiturn is None:
         engine.generate(prompts, n, sampling, on_chunk=send)
         return
-    send(engine.generate(prompts, n, sampling))
+    send(engine.generate(prompts, n, sampling) if rows is None else engine.generate(prompts, n, sampling, rows=rows))
 
 
 def _serve(tokenizer: Any, version: int, spec: Spec, requests: Any, results: Any, stop: Any) -> None:
@@ -171,7 +180,7 @@ def _loop(spec: Spec, engine: Any, model: Any, version: int, requests: Any, resu
                 results.put(Result(-1, version, None, 0.0, 0.0, f"unknown weights {unexpected[:3]}"))
                 return
             continue
-        _, rid, prompts, n, sampling = msg
+        _, rid, *request = msg
         t1 = time.perf_counter()
 
         def send(done: list[Completion], rid: int = rid) -> None:
@@ -180,7 +189,7 @@ def _loop(spec: Spec, engine: Any, model: Any, version: int, requests: Any, resu
             results.put(Part(rid, done))
 
         try:  # each chunk goes out as soon as it is decoded; the Result closes the request
-            _generate(spec, engine, model, prompts, n, sampling, send)
+            _generate(spec, engine, model, tuple(request), send)
             error = None
         except _Stopped:
             return
@@ -210,14 +219,15 @@ class GenerationWorker:
     threads. A server already started without them (by the reward pool) costs those 4 s at every start."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, *, version: int, batch_size: int, threads: int,
-                 on_part: OnPart | None = None, engine: str = LIVE_ENGINE, engine_kwargs: dict[str, Any] | None = None):
+                 on_part: OnPart | None = None, engine: str = LIVE_ENGINE, engine_kwargs: dict[str, Any] | None = None,
+                 multiturn: Any = None):
         if engine not in ENGINES:
             raise RewardlabError(f"the generation worker runs {' or '.join(ENGINES)}, not {engine!r}")
         trainer_device = next(model.parameters()).device
         # vLLM on a GPU: snapshots and the worker's copy stay on the trainer's device (CUDA IPC); else CPU
         self._on_device = ENGINES[engine].copy_on_device and trainer_device.type == "cuda"
         spec = Spec(engine, batch_size, threads, str(trainer_device) if self._on_device else "cpu",
-                    dict(engine_kwargs or {}))
+                    dict(engine_kwargs or {}), multiturn)
         ctx = mp.get_context("forkserver")  # a clean process (no trainer threads); later workers fork from it
         forkserver.preload(*GENERATION_PRELOAD, type(model).__module__)  # paid once per trainer process
         self._requests, self._results, self._stop = ctx.Queue(), ctx.Queue(), ctx.Event()
@@ -240,13 +250,15 @@ class GenerationWorker:
         self._reader = threading.Thread(target=self._read, daemon=True, name="rewardlab-generation-reader")
         self._reader.start()
 
-    def submit(self, prompts: list[str], n: int, sampling: SamplingParams, context: Any = None) -> int:
+    def submit(self, prompts: list[str], n: int, sampling: SamplingParams, context: Any = None,
+               rows: list[Any] | None = None) -> int:
         """Queue ``n`` completions of each prompt; returns the request id (answers come in this order).
-        ``context`` is handed to ``on_part`` with each of the request's chunks."""
+        ``context`` is handed to ``on_part`` with each of the request's chunks; ``rows`` (environment episodes:
+        each prompt's row, on which the worker's engine opens its episodes) go to the engine."""
         rid = self._next
         self._next += 1
         self._contexts[rid] = context  # before the request exists: its first chunk may come at once
-        self._requests.put(("generate", rid, list(prompts), n, sampling))
+        self._requests.put(("generate", rid, list(prompts), n, sampling, None if rows is None else list(rows)))
         return rid
 
     def _read(self) -> None:

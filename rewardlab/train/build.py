@@ -29,6 +29,7 @@ from rewardlab.rollout.driven import DrivenEngine
 from rewardlab.rollout.episodes import EpisodeEngine
 from rewardlab.rollout.multiturn import with_tool_hint
 from rewardlab.rollout.python_tool import ToolEngine
+from rewardlab.rollout.tool_settings import ToolSettings
 from rewardlab.rollout.toolcalls import render_with_tools
 from rewardlab.tasks import Row
 from rewardlab.train import async_rollout, distributed, feedback
@@ -152,8 +153,8 @@ def build_trainer(plan: Plan, threads: int | None) -> Trainer:
         else contextlib.nullcontext
     sampler = Sampler(engine, gather, rows=isinstance(engine, (EpisodeEngine, DrivenEngine)))
     trainer = Trainer(model=policy, tok=tok, optimizer=optimizer, scheduler=scheduler, engine=engine,
-                      sampler=sampler, render=build_render(cfg, tok), stream=stream,
-                      ref_model=ref_model, prefix=prefix, autocast=autocast, critic=critic, options=options)
+                      sampler=sampler, render=build_render(cfg, tok), stream=stream, ref_model=ref_model,
+                      prefix=prefix, autocast=autocast, critic=critic, options=options, multiturn=multiturn_of(cfg))
     if cfg.feedback != "none":  # --- a critic that talks back: feedback, then a second answer ---
         talker = feedback.feedback_engine(quiet_run(plan, trainer), start)
         trainer = dataclasses.replace(trainer, engine=talker, sampler=Sampler(talker, gather, feedback.question_of),
@@ -287,8 +288,8 @@ def engine_kind(cfg: TrainConfig) -> str:
 
 
 def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBase) -> RolloutEngine:
-    """The ``--rollout`` engine (:func:`engine_kind`; its row of ``rollout.ENGINES``), wrapped in the tool loop with
-    ``--tools python`` (``--feedback``: :func:`build_trainer`)."""
+    """The ``--rollout`` engine (:func:`engine_kind`; its row of ``rollout.ENGINES``), wrapped for multi-turn rollouts
+    (:func:`multiturn_of`) or for environments that drive it (``--feedback``: :func:`build_trainer`)."""
     cfg, dist = plan.cfg, plan.dist
     spec = ENGINES[engine_kind(cfg)]
     engine_kw = spec.train_keywords(cfg, plan.device.type)
@@ -297,19 +298,43 @@ def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBas
             world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
             full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)
     engine = make_engine(engine_kind(cfg), model, tok, **engine_kw)
-    if episodic(cfg):  # --- multi-turn environments (the task's, an --eval-suite's): episode by episode ---
-        return EpisodeEngine(model, tok, open_episode=envs.open_episode, settings=tools_of(cfg),
-                             batch_size=cfg.rollout_batch_size, base=engine,
-                             drives=ENGINES[cfg.rollout].drives_tool_loop, is_episode=envs.is_episode)
     if driven(cfg):  # --- environments that run their own agent: they call the policy endpoint ---
         return DrivenEngine(engine, tok, drive=envs.drive, is_driven=envs.is_driven,  # the policy's own length
                             max_model_len=int(getattr(model.config, "max_position_embeddings", 0)))
-    if cfg.tools == "python":  # --- multi-turn: the sandbox is the model's Python tool ---
+    multiturn = multiturn_of(cfg)
+    return engine if multiturn is None else multiturn.wrap(model, tok, engine, engine_kind(cfg))
+
+
+@dataclasses.dataclass(frozen=True)
+class Multiturn:
+    """How a run's engine is wrapped for multi-turn rollouts: environment episodes (``episodes``: the task's, an
+    ``--eval-suite``'s) or the sandbox as the model's Python tool (``tools``: ``--tools python``). Picklable: the
+    ``--async-steps`` generation worker wraps its own engine with it (:class:`~rewardlab.train.async_worker.Spec`)."""
+
+    kind: str
+    settings: ToolSettings
+    batch_size: int
+
+    def wrap(self, model: torch.nn.Module, tok: PreTrainedTokenizerBase, engine: RolloutEngine,
+             engine_name: str) -> RolloutEngine:
+        """``engine`` (a ``rollout.ENGINES`` row named ``engine_name``) wrapped; an engine that continues exact
+        token ids (vLLM) samples the turns itself, else the live ``model`` does."""
+        drives = ENGINES[engine_name].drives_tool_loop
+        if self.kind == "episodes":
+            return EpisodeEngine(model, tok, open_episode=envs.open_episode, settings=self.settings,
+                                 batch_size=self.batch_size, base=engine, drives=drives, is_episode=envs.is_episode)
+        return ToolEngine(model, tok, execute=sandbox.execute, settings=self.settings, batch_size=self.batch_size,
+                          engine=engine if drives else None)
+
+
+def multiturn_of(cfg: TrainConfig) -> Multiturn | None:
+    """The run's :class:`Multiturn`, or None when its rollouts are single-turn."""
+    if episodic(cfg):  # --- multi-turn environments: episode by episode ---
+        return Multiturn("episodes", tools_of(cfg), cfg.rollout_batch_size)
+    if cfg.tools == "python":  # --- the sandbox is the model's Python tool ---
         # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)
-        settings = tools_of(cfg, max_total_tokens=total_token_budget(cfg))
-        engine = ToolEngine(model, tok, execute=sandbox.execute, settings=settings, batch_size=cfg.rollout_batch_size,
-                            engine=engine if ENGINES[cfg.rollout].drives_tool_loop else None)
-    return engine
+        return Multiturn("tools", tools_of(cfg, max_total_tokens=total_token_budget(cfg)), cfg.rollout_batch_size)
+    return None
 
 
 def build_render(cfg: TrainConfig, tok: PreTrainedTokenizerBase) -> Callable[[Row], str]:

@@ -422,9 +422,9 @@ def validate(cfg: TrainConfig) -> None:
         raise RewardlabError("--feedback-train-every k trains the critic that is the policy (--feedback policy); "
                              "a separate critic model is not trained (k >= 0)")
     envs_run = episodic(cfg) + driven(cfg)
-    if envs_run and (cfg.tools != "none" or cfg.feedback != "none" or cfg.async_steps > 0):
+    if envs_run and (cfg.tools != "none" or cfg.feedback != "none"):
         raise RewardlabError(f"{envs_run[0]}: a multi-turn environment brings its own tools; it runs without "
-                             "--tools, --feedback and --async-steps")
+                             "--tools and --feedback")
     if driven(cfg) and episodic(cfg):
         raise RewardlabError(f"{driven(cfg)[0]} drives the policy itself and {episodic(cfg)[0]} is driven by "
                              "rewardlab: train on one and evaluate the other in separate runs")

@@ -147,6 +147,9 @@ class Trainer:
     options: Options = field(default_factory=Options)
     grade_first: Callable[[Run, list[Sample]], None] | None = None
     """``--feedback``: grade each sample's first answer too (``rewardlab.train.feedback.grade_first_attempts``)."""
+    multiturn: Any = None
+    """How the engine is wrapped for multi-turn rollouts (``rewardlab.train.build.Multiturn``; None: single-turn):
+    the ``--async-steps`` worker wraps its own engine the same way."""
 
 
 @dataclass(frozen=True)
