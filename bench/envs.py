@@ -11,7 +11,9 @@ completion sampled, and reasoning-gym's score of it. Four ways, on the same rows
 * ``endpoint, sequential``: one HTTP request per episode to ``/inference/v1/generate`` (token ids in and out),
   one client;
 * ``endpoint, 8 / 32 clients``: the same requests, unseeded, from 8 or 32 threads: requests that queue while the
-  engine is busy share its next call (``ServedPolicy.max_batch``).
+  engine is busy share its next call (``ServedPolicy.max_batch``);
+* ``endpoint, 8 / 32 clients, seeded``: the same, each request with a seed of its own (as verifiers sends one per
+  episode): they share calls too, each row drawing from its own seed's stream.
 
 The endpoint's overhead is its time over ``in-process, one at a time`` (same engine calls plus HTTP and JSON).
 The model is the tiny random one (``rewardlab.testing``) unless ``--model`` names another; 1 torch thread.
@@ -87,8 +89,8 @@ def main() -> None:
     server = LoopbackServer(create_app(policy))
     url = f"{server.url}/inference/v1/generate"
     with httpx.Client(timeout=120) as client:
-        def call(ids: list[int], seeded: bool = True) -> str:
-            params = body if seeded else {k: v for k, v in body.items() if k != "seed"}
+        def call(ids: list[int], seeded: bool = True, seed: int = 0) -> str:
+            params = {**body, "seed": seed} if seeded else {k: v for k, v in body.items() if k != "seed"}
             reply = client.post(url, json={"token_ids": ids, "sampling_params": params}).json()
             return reply["choices"][0]["text"]
 
@@ -96,11 +98,15 @@ def main() -> None:
         t = time.perf_counter()
         texts = [call(p) for p in prompts]
         record("endpoint, sequential", time.perf_counter() - t, texts)
-        for clients in (8, 32):  # unseeded, so that requests queued together share an engine call
+        for clients in (8, 32):  # requests queued together share an engine call
             t = time.perf_counter()
             with ThreadPoolExecutor(clients) as pool:
                 texts = list(pool.map(lambda ids: call(ids, seeded=False), prompts))
             record(f"endpoint, {clients} clients", time.perf_counter() - t, texts)
+            t = time.perf_counter()
+            with ThreadPoolExecutor(clients) as pool:  # one seed per episode
+                texts = list(pool.map(lambda k: call(prompts[k], seed=k), range(len(prompts))))
+            record(f"endpoint, {clients} clients, seeded", time.perf_counter() - t, texts)
     server.close()
     if args.verifiers:
         results["verifiers"] = verifiers_way(args, engine, tok)

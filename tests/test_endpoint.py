@@ -11,6 +11,7 @@ on a forward pass over those ids). A server that re-tokenised text would fail
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import httpx
 import pytest
 import torch
 
+from rewardlab.errors import RewardlabError
 from rewardlab.rollout import SamplingParams, behaviour, make_engine
 from rewardlab.rollout.endpoint import ServedPolicy, create_app
 from test_server import LiveServer
@@ -352,17 +354,23 @@ def test_chat_completions_return_the_models_tool_calls_and_take_tool_results(tin
         assert plain.choices[0].message.tool_calls is None  # no tools declared: the text is the content
 
 
-def test_concurrent_unseeded_requests_share_engine_calls_and_seeded_ones_do_not(served):
+def test_concurrent_requests_share_engine_calls_and_each_seed_alone_decides_its_tokens(served):
+    """Requests that queue while the engine is busy share its next call: unseeded ones, and seeded ones, each with
+    its own seed (``generate_ids(..., seeds=)``), so a seeded request's reply is the one it gets sent alone. An
+    engine without ``seeds`` samples each seeded request alone. Batching changes nothing a trainer reads."""
     from concurrent.futures import ThreadPoolExecutor
 
     url, policy, model, tok = served
     calls = []
     real = policy.engine.generate_ids
 
-    def counting(prompts, n, sampling):
+    def counting(prompts, n, sampling, seeds=None):
         calls.append(len(prompts))
         time.sleep(0.2)  # hold the engine so that the other requests queue
-        return real(prompts, n, sampling)
+        return real(prompts, n, sampling, **({} if seeds is None else {"seeds": seeds}))
+
+    def no_seeds(prompts, n, sampling):
+        return counting(prompts, n, sampling)
 
     prompts = [tok.encode(f"question {i}") for i in range(8)]
 
@@ -371,25 +379,59 @@ def test_concurrent_unseeded_requests_share_engine_calls_and_seeded_ones_do_not(
         return httpx.post(url + "/inference/v1/generate", json={"token_ids": ids, "sampling_params": params},
                           timeout=120).json()
 
-    policy.engine.generate_ids = counting
-    try:
-        with ThreadPoolExecutor(8) as pool:
-            replies = list(pool.map(ask, prompts))
-        batched = list(calls)
+    def concurrently(seeded: bool) -> tuple[list[dict], list[int]]:
         calls.clear()
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda ids: ask(ids, seed=5), prompts))
-        seeded = list(calls)
+            replies = list(pool.map(lambda k: ask(prompts[k], seed=100 + k if seeded else None), range(8)))
+        return replies, list(calls)
+
+    alone = [ask(ids, seed=100 + k) for k, ids in enumerate(prompts)]  # one request at a time: nothing to batch
+    policy.engine.generate_ids = counting
+    try:
+        replies, batched = concurrently(seeded=False)
+        seeded_replies, seeded = concurrently(seeded=True)
+        policy.engine.generate_ids = no_seeds
+        _, without = concurrently(seeded=True)
     finally:
         policy.engine.generate_ids = real
     assert sum(batched) == 8 and len(batched) < 8, batched  # some requests shared a call
-    assert seeded == [1] * 8  # a seeded request is sampled alone
-    for ids, reply in zip(prompts, replies):  # batching changed nothing a trainer reads
+    assert sum(seeded) == 8 and len(seeded) < 8, seeded  # seeded ones too
+    assert [r["choices"][0]["token_ids"] for r in seeded_replies] == [r["choices"][0]["token_ids"] for r in alone]
+    assert without == [1] * 8  # an engine without seeds= samples a seeded request alone
+    for ids, reply in zip(prompts * 2, replies + seeded_replies):  # batching changed nothing a trainer reads
         choice = reply["choices"][0]
         assert reply["prompt_token_ids"] == ids
         lps = [c["logprob"] for c in choice["logprobs"]["content"]]
         assert lps == pytest.approx(trainer_logprobs(model, ids, choice["token_ids"], SamplingParams(6)),
                                     rel=1e-4, abs=1e-4)
+
+
+def test_per_prompt_seeds_make_each_prompts_tokens_its_own(served):
+    """``HFEngine.generate_ids(..., seeds=)``: a prompt's completions are the same whichever prompts share the call,
+    at any chunking; distinct seeds give distinct draws; and they are the behaviour distribution's samples."""
+    _, policy, model, tok = served
+    engine = policy.engine
+    prompts = [tok.encode(f"say {w}") for w in ("a", "bb", "a longer prompt", "d")]
+    sampling = SamplingParams(max_new_tokens=8, temperature=0.9, top_k=30, seed=123)
+    together = engine.generate_ids(prompts, 2, sampling, seeds=[1, 2, 3, 4])
+    assert [c.prompt_index for c in together] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert all(together[k].token_ids != together[k + 1].token_ids for k in (0, 2, 4, 6))  # each row its own stream
+    for k, ids in enumerate(prompts):
+        alone = engine.generate_ids([ids], 2, dataclasses.replace(sampling, seed=None), seeds=[k + 1])
+        assert [c.token_ids for c in alone] == [c.token_ids for c in together[2 * k: 2 * k + 2]]
+    engine.batch_size = 3  # rows split across chunks: each row keeps its generator
+    try:
+        assert [c.token_ids for c in engine.generate_ids(prompts, 2, sampling, seeds=[1, 2, 3, 4])] == \
+            [c.token_ids for c in together]
+    finally:
+        engine.batch_size = 32
+    same = engine.generate_ids([prompts[0]] * 2, 1, sampling, seeds=[7, 8])
+    assert same[0].token_ids != same[1].token_ids or same[0].text == ""  # two seeds, two streams
+    for c in together:
+        assert c.logprobs == pytest.approx(trainer_logprobs(model, c.prompt_ids, c.token_ids, sampling),
+                                           rel=1e-4, abs=1e-4)
+    with pytest.raises(RewardlabError, match="3 seeds for 4 prompts"):
+        engine.generate_ids(prompts, 1, sampling, seeds=[1, 2, 3])
 
 
 @pytest.mark.parametrize(("args", "needle"), [(("--rollout", "vllm", "--logprob-support", "full"), "kept set only"),

@@ -11,6 +11,7 @@ The first two tests (mismatch metric, install hint) run everywhere.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import json
 import os
@@ -111,6 +112,33 @@ def test_seeds_reproducible_and_distinct_per_prompt(vllm_setup):
     b = engine.generate(same, 2, SamplingParams(max_new_tokens=10, seed=7))
     assert [o.token_ids for o in a] == [o.token_ids for o in b]
     assert a[0].token_ids != a[2].token_ids  # the same prompt twice is not the same random stream
+
+
+@needs_vllm
+def test_per_prompt_seeds_sample_each_prompt_as_alone(vllm_setup):
+    """``generate_ids(..., seeds=)`` (the endpoint's seeded requests, batched): prompt i's completions are those of a
+    call of it alone seeded ``seeds[i]``, in one engine call; over the CPU step budget, one call per prompt."""
+    _, _, tok, engine = vllm_setup
+    encoded = [engine.encode(p) for p in _prompts(tok)]
+    sp = SamplingParams(max_new_tokens=8, temperature=1.0)
+    calls = []
+    real = engine.llm.generate
+    engine.llm.generate = lambda reqs, *a, **kw: calls.append(len(reqs)) or real(reqs, *a, **kw)
+    try:
+        together = engine.generate_ids(encoded, 2, sp, seeds=[11, 12, 13])
+        assert calls == [3] and engine.stats["seeded"] == 1.0
+        for i, ids in enumerate(encoded):
+            alone = engine.generate_ids([ids], 2, dataclasses.replace(sp, seed=11 + i))
+            assert [c.token_ids for c in alone] == [c.token_ids for c in together if c.prompt_index == i]
+        calls.clear()
+        budget, engine._step_budget = engine._step_budget, 2 * (len(encoded[0]) + 1)  # one prompt fits, not three
+        try:
+            split = engine.generate_ids(encoded, 2, sp, seeds=[11, 12, 13])
+        finally:
+            engine._step_budget = budget
+        assert calls == [1, 1, 1] and [c.token_ids for c in split] == [c.token_ids for c in together]
+    finally:
+        del engine.llm.generate
 
 
 @needs_vllm

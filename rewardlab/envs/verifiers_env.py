@@ -204,7 +204,7 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
     client = vf.TrainClientConfig(base_url=f"{url}/v1", renderer_model_name=model_dir, renderer=renderer(text))
     seed = sampling.get("seed")
 
-    def ctx(k: int) -> Any:  # episode k's model context: its own seed (a seeded request is sampled alone)
+    def ctx(k: int) -> Any:  # episode k's model context: its own seed (it alone decides the episode's tokens)
         own = {**sampling, "seed": (seed * 1_000_003 + k) % (1 << 63)} if seed is not None else sampling
         return vf.ModelContext(model="policy", client=client, sampling=vf.Sampling(**own))
 

@@ -26,6 +26,8 @@ concurrent episodes queue.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import math
 import threading
@@ -75,9 +77,10 @@ class ServedPolicy:
     support: str = "kept"
     """What recorded log-probs describe under top-k / top-p (:data:`rewardlab.rollout.base.SUPPORTS`)."""
     max_batch: int = 32
-    """Unseeded requests with the same settings that queue while the engine is busy are sampled together, this many
-    prompts at most per engine call (1: one request per call). A seeded request is always sampled alone, so its
-    seed alone decides its tokens."""
+    """Requests with the same ``n`` and settings that queue while the engine is busy are sampled together, this many
+    prompts at most per engine call (1: one request per call). Seeded requests batch with seeded ones (each keeps
+    its own seed: the engine's ``generate_ids(..., seeds=)``, so a request's seed alone decides its tokens), unseeded
+    with unseeded; an engine without ``seeds`` samples each seeded request alone."""
     version: int = 0
     """How many times :meth:`load_weights` replaced the served weights."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -103,8 +106,9 @@ class ServedPolicy:
         """``n`` completions of one prompt and the policy version that sampled them.
 
         The request joins :attr:`pending`; whichever request thread holds the engine next takes the oldest pending
-        request and every one it can batch with (same ``n`` and settings, unseeded; up to :attr:`max_batch`) and
-        samples them in one engine call, with that request's ``n`` and settings (not necessarily its own)."""
+        request and every one it can batch with (same ``n`` and settings but the seed, seeded alike; up to
+        :attr:`max_batch`) and samples them in one engine call, with that request's ``n`` and settings (not
+        necessarily its own), each seeded request with its own seed."""
         req = _Pending(prompt_ids, n, sampling)
         with self.pending_lock:
             self.pending.append(req)
@@ -119,8 +123,10 @@ class ServedPolicy:
                 if _torch().get_num_threads() != self.threads:  # this thread's own OpenMP count (see threads)
                     _torch().set_num_threads(self.threads)
                 first = batch[0]  # the oldest pending request: maybe another thread's, sampled with its settings
+                seeds = {} if first.sampling.seed is None or not self._seeds() else {
+                    "seeds": [r.sampling.seed for r in batch]}
                 try:
-                    out = self.engine.generate_ids([r.prompt_ids for r in batch], first.n, first.sampling)
+                    out = self.engine.generate_ids([r.prompt_ids for r in batch], first.n, first.sampling, **seeds)
                 except BaseException as e:
                     self.failure = self.failure or e
                     for r in batch:
@@ -154,12 +160,16 @@ class ServedPolicy:
             return []
         first = self.pending[0]
         batch = [first]
-        if first.sampling.seed is None:
-            batch += [r for r in self.pending[1:] if r.n == first.n and r.sampling == first.sampling][
-                : self.max_batch - 1]
+        if first.sampling.seed is None or self._seeds():
+            batch += [r for r in self.pending[1:] if _batch_key(r) == _batch_key(first)][: self.max_batch - 1]
         taken = {id(r) for r in batch}
         self.pending[:] = [r for r in self.pending if id(r) not in taken]
         return batch
+
+    def _seeds(self) -> bool:
+        """Whether the engine samples a batch of prompts each with its own seed (``generate_ids(..., seeds=)``)."""
+        params = inspect.signature(self.engine.generate_ids).parameters
+        return "seeds" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
     def encode_messages(self, messages: list[dict], tools: list | None = None) -> list[int]:
         """The prompt token ids of chat ``messages`` (the model's chat template, generation prompt opened)."""
@@ -168,6 +178,11 @@ class ServedPolicy:
         else:
             text = format_prompt(self.tokenizer, messages)
         return list(self.engine.encode(text))
+
+
+def _batch_key(r: "_Pending") -> tuple:
+    """What requests sharing an engine call agree on: ``n``, the settings but the seed, and whether they are seeded."""
+    return r.n, dataclasses.replace(r.sampling, seed=None), r.sampling.seed is None
 
 
 def _torch() -> Any:

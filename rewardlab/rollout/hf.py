@@ -35,6 +35,7 @@ package (the CLI, ``rewardlab eval --compare``) never pays for them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,8 +45,9 @@ from rewardlab.errors import RewardlabError
 from rewardlab.rollout.base import Completion, SamplingParams
 from rewardlab.rollout.behaviour import recorded_at
 from rewardlab.rollout.behaviour import warpers as behaviour_warpers
-from rewardlab.rollout.decode import can_share, decode, inference_mode, prefill, seeded, shared_stream
+from rewardlab.rollout.decode import can_share, decode, inference_mode, prefill, row_streams, seeded, shared_stream
 from rewardlab.rollout.decode import eos_ids as find_eos_ids
+from rewardlab.seeds import derive_seed
 
 
 class _SampledLogprobs:
@@ -159,16 +161,25 @@ class HFEngine:
         return self.generate_ids([self.encode(p) for p in prompts], n, sampling, on_chunk=on_chunk)
 
     def generate_ids(self, encoded: list[list[int]], n: int, sampling: SamplingParams, *,
-                     on_chunk: Callable[[list[Completion]], None] | None = None) -> list[Completion]:
-        """:meth:`generate` from prompt token ids (token in, token out: the policy endpoint's path)."""
+                     on_chunk: Callable[[list[Completion]], None] | None = None,
+                     seeds: list[int] | None = None) -> list[Completion]:
+        """:meth:`generate` from prompt token ids (token in, token out: the policy endpoint's path). ``seeds``: one
+        per prompt (the endpoint's seeded requests, batched): prompt ``i``'s ``n`` rows each draw from a generator of
+        their own, seeded from ``seeds[i]`` (``sampling.seed`` unused), in the engine's own decode loop, so a prompt's
+        tokens do not depend on the prompts sampled with it (up to the float rounding of another batch shape)."""
         from transformers import GenerationConfig, LogitsProcessorList  # lazy: see the module docstring
 
         if n < 1:
             raise RewardlabError(f"n must be >= 1, got {n}")
+        if seeds is not None and len(seeds) != len(encoded):
+            raise RewardlabError(f"generate_ids: {len(seeds)} seeds for {len(encoded)} prompts")
         if not encoded:
             return []
         model, tok = self.model, self.tokenizer
         device = next(model.parameters()).device
+        if seeds is not None and not can_share(model):  # generate() draws from one stream: one call per seed
+            return [dataclasses.replace(c, prompt_index=i) for i, (ids, seed) in enumerate(zip(encoded, seeds))
+                    for c in self.generate_ids([ids], n, dataclasses.replace(sampling, seed=seed), on_chunk=on_chunk)]
         eos_ids = list(dict.fromkeys([*find_eos_ids(model, tok), *sampling.stop_token_ids]))  # each ends a row
         gen_kwargs: dict[str, Any] = dict(
             max_new_tokens=sampling.max_new_tokens,
@@ -190,7 +201,8 @@ class HFEngine:
         if sampling.stop:
             gen_kwargs["stop_strings"] = list(sampling.stop)
         gen_config = GenerationConfig(**gen_kwargs)
-        shared = self.shared_prefix and n > 1 and can_share(model)
+        shared = (seeds is not None or self.shared_prefix and n > 1) and can_share(model)
+        streams = None if seeds is None else row_generators(seeds, n, device)  # one per row, prompt-major
         stop_criteria = None
         if shared and sampling.stop:
             from transformers.generation.stopping_criteria import StopStringCriteria  # lazy: see the module docstring
@@ -201,11 +213,12 @@ class HFEngine:
         results: list[Completion] = []
         generated = 0
         t0 = time.perf_counter()
-        with inference_mode(model), seeded(sampling.seed, device), _only(model, gen_config):
+        with inference_mode(model), seeded(None if seeds else sampling.seed, device), _only(model, gen_config):
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 if shared:
-                    rows_ids, row_lps = self._decode_shared(chunk, encoded, sampling, eos_ids, stop_criteria)
+                    pick = shared_stream(len(chunk)) if streams is None else row_streams(streams[start:][: len(chunk)])
+                    rows_ids, row_lps = self._decode_shared(chunk, encoded, sampling, eos_ids, stop_criteria, pick)
                 else:
                     batch = tok.pad({"input_ids": [encoded[i] for i in chunk]}, padding=True, return_tensors="pt")
                     input_ids = batch["input_ids"].to(device)  # (B, P) left-padded
@@ -238,7 +251,7 @@ class HFEngine:
         return results
 
     def _decode_shared(self, chunk: list[int], encoded: list[list[int]], sampling: SamplingParams,
-                       eos: list[int], stop_criteria: Any) -> tuple[list[list[int]], list]:
+                       eos: list[int], stop_criteria: Any, pick: Any) -> tuple[list[list[int]], list]:
         """Decode one chunk of rows (their prompt indices, prompt-major) on one prefill of its distinct prompts.
 
         Returns each row's generated ids laid out as ``generate`` returns them (``pad`` after a row's
@@ -248,7 +261,8 @@ class HFEngine:
         distinct prompts (U rows) are prefilled once and their last logits and KV cache copied to the B
         rows of their prompt; the same warpers shape each step's scores; the token is drawn as
         ``torch.multinomial`` draws it (one Exp(1) tensor of shape (B, V) per step: the same RNG stream
-        for a seed); rows that ended are fed ``pad``; the loop stops when every row has hit EOS or a
+        for a seed; ``pick`` is :func:`~rewardlab.rollout.decode.shared_stream`, or one generator per row with
+        ``seeds``); rows that ended are fed ``pad``; the loop stops when every row has hit EOS or a
         stop string, or at ``max_new_tokens``. Two things ``generate`` does not do, neither of which
         changes a row's numbers: the cache is preallocated and written in place, and once a quarter of
         the rows in the batch have ended they leave it; the Exp(1) draw stays (B, V), the ended rows'
@@ -272,7 +286,7 @@ class HFEngine:
             ended = torch.isin(token, eos_t)  # (A,)
             return ended | stop_criteria(seq, scores).to(device) if stop_criteria is not None else ended
 
-        steps = decode(self.model, start, T, sampling=sampling, pick=shared_stream(B), on_step=on_step, pad_id=pad,
+        steps = decode(self.model, start, T, sampling=sampling, pick=pick, on_step=on_step, pad_id=pad,
                        record=lps is not None, track_ids=stop_criteria is not None)
         return gen[:, :steps].tolist(), (lps[:, :steps].tolist() if lps is not None else [None] * B)
 
@@ -307,6 +321,14 @@ class HFEngine:
             if any(s in decode(ids[:k]) for s in stop):
                 return k
         return None
+
+
+def row_generators(seeds: list[int], n: int, device: Any) -> list[Any]:
+    """One torch generator per row, prompt-major: row ``j`` of prompt ``i`` is seeded from ``seeds[i]`` and ``j``."""
+    import torch  # lazy: see the module docstring
+
+    return [torch.Generator(device=device).manual_seed(derive_seed("hf_row", seed, j)) for seed in seeds
+            for j in range(n)]
 
 
 __all__ = ["HFEngine"]

@@ -34,6 +34,7 @@ import os
 import tempfile
 import time
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -315,12 +316,32 @@ class VLLMEngine:
         """Sample ``n`` completions per prompt; ``len(prompts) * n`` in prompt-major order."""
         return self.generate_ids([self.encode(p) for p in prompts], n, sampling)
 
-    def generate_ids(self, encoded: list[list[int]], n: int, sampling: SamplingParams) -> list[VLLMCompletion]:
-        """:meth:`generate` from prompt token ids (token in, token out: the policy endpoint's path)."""
+    def generate_ids(self, encoded: list[list[int]], n: int, sampling: SamplingParams, *,
+                     seeds: list[int] | None = None) -> list[VLLMCompletion]:
+        """:meth:`generate` from prompt token ids (token in, token out: the policy endpoint's path). ``seeds``: one
+        per prompt (the endpoint's seeded requests, batched; ``sampling.seed`` unused): prompt ``i`` is sampled as
+        a call of that prompt alone seeded ``seeds[i]`` would sample it (vLLM seeds each request); on CPU, a batch
+        whose prefill would not fit the scheduler's budget seeded runs one prompt per call instead."""
         if n < 1:
             raise RewardlabError(f"n must be >= 1, got {n}")
+        if seeds is not None and len(seeds) != len(encoded):
+            raise RewardlabError(f"generate_ids: {len(seeds)} seeds for {len(encoded)} prompts")
         if not encoded:
             return []
+        if seeds is not None:
+            return self._seeded_each(encoded, n, sampling, seeds)
+        # vLLM seeds each request separately: derive one seed per prompt, or every prompt would
+        # replay the same random stream.
+        seed = sampling.seed
+        prefill_tokens = n * sum(len(ids) + 1 for ids in encoded)
+        if seed is not None and not self._on_gpu and prefill_tokens > self._step_budget:
+            seed = None  # see CPU_MAX_BATCHED_TOKENS: unseeded (engine RNG) rather than a crash
+        self.stats["seeded"] = float(seed is not None or sampling.seed is None)
+        return self._generate_seeded(encoded, n, sampling, [_request_seed(seed, i) for i in range(len(encoded))])
+
+    def _generate_seeded(self, encoded: list[list[int]], n: int, sampling: SamplingParams,
+                         request_seeds: list[int | None]) -> list[VLLMCompletion]:
+        """One ``llm.generate`` call: prompt ``i`` as a request seeded ``request_seeds[i]`` (None: the engine's RNG)."""
         _check_support(sampling)
         self._wake(["weights", "kv_cache"])
         vllm = self._vllm
@@ -336,14 +357,7 @@ class VLLMEngine:
             logprobs=0,  # the sampled token's log-prob only
             skip_special_tokens=True,
         )
-        # vLLM seeds each request separately: derive one seed per prompt, or every prompt would
-        # replay the same random stream.
-        seed = sampling.seed
-        prefill_tokens = n * sum(len(ids) + 1 for ids in encoded)
-        if seed is not None and not self._on_gpu and prefill_tokens > self._step_budget:
-            seed = None  # see CPU_MAX_BATCHED_TOKENS: unseeded (engine RNG) rather than a crash
-        self.stats["seeded"] = float(seed is not None or sampling.seed is None)
-        params = [vllm.SamplingParams(seed=_request_seed(seed, i), **common) for i in range(len(encoded))]
+        params = [vllm.SamplingParams(seed=request_seed, **common) for request_seed in request_seeds]
         requests = [{"prompt_token_ids": ids} for ids in encoded]
         t0 = time.perf_counter()
         outputs = self.llm.generate(requests, params, use_tqdm=False)
@@ -364,6 +378,24 @@ class VLLMEngine:
         self.stats.update(seconds=seconds, generated_tokens=generated,
                           tokens_per_s=generated / seconds if seconds > 0 else 0.0)
         return results
+
+    def _seeded_each(self, encoded: list[list[int]], n: int, sampling: SamplingParams,
+                     seeds: list[int]) -> list[VLLMCompletion]:
+        """:meth:`generate_ids` with one seed per prompt: one engine call when its prefill fits the CPU scheduler's
+        budget (or on a GPU), else one call per prompt; either way prompt ``i``'s request seed is the one a call of
+        it alone seeded ``seeds[i]`` gives it (:func:`_request_seed` of index 0)."""
+        fits = self._on_gpu or n * sum(len(ids) + 1 for ids in encoded) <= self._step_budget
+        groups = [list(range(len(encoded)))] if fits and len(encoded) > 1 else [[i] for i in range(len(encoded))]
+        out: list[VLLMCompletion] = []
+        for group in groups:
+            if len(group) == 1:
+                done = self.generate_ids([encoded[group[0]]], n, dataclasses.replace(sampling, seed=seeds[group[0]]))
+            else:
+                done = self._generate_seeded([encoded[i] for i in group], n, sampling,
+                                             [_request_seed(seeds[i], 0) for i in group])
+                self.stats["seeded"] = 1.0
+            out.extend(dataclasses.replace(c, prompt_index=group[c.prompt_index]) for c in done)
+        return out
 
     def continue_ids(self, contexts: list[list[int]], sampling: SamplingParams, *, max_tokens: list[int],
                      seeds: list[int | None], stop: list[str]) -> list[tuple[list[int], list[float] | None, str]]:
