@@ -7,7 +7,8 @@ An episode is one row of ``reasoning_gym:spell_backward``: its prompt rendered b
 completion sampled, and reasoning-gym's score of it. Four ways, on the same rows, model and settings:
 
 * ``in-process, batched``: ``HFEngine.generate`` on all prompts at once (the trainer's path);
-* ``in-process, one at a time``: one ``generate_ids`` call per episode;
+* ``in-process, one at a time``: one ``generate_ids`` call per episode, seeded per row (``seeds=``) as the endpoint
+  samples a seeded request;
 * ``endpoint, sequential``: one HTTP request per episode to ``/inference/v1/generate`` (token ids in and out),
   one client;
 * ``endpoint, 8 / 32 clients``: the same requests, unseeded, from 8 or 32 threads: requests that queue while the
@@ -22,6 +23,7 @@ The model is the tiny random one (``rewardlab.testing``) unless ``--model`` name
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -81,8 +83,8 @@ def main() -> None:
     t = time.perf_counter()
     done = engine.generate_ids(prompts, 1, sampling)
     record("in-process, batched", time.perf_counter() - t, [c.text for c in done])
-    t = time.perf_counter()
-    one = [engine.generate_ids([p], 1, sampling)[0] for p in prompts]
+    t = time.perf_counter()  # seeded as the endpoint's seeded requests are (one random stream per row)
+    one = [engine.generate_ids([p], 1, dataclasses.replace(sampling, seed=None), seeds=[0])[0] for p in prompts]
     record("in-process, one at a time", time.perf_counter() - t, [c.text for c in one])
 
     policy = ServedPolicy(engine, tok, name="bench", max_model_len=4096)

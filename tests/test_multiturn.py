@@ -409,3 +409,27 @@ def test_an_unknown_call_syntax_is_a_one_line_error(lm):
     model, tok = lm
     with pytest.raises(RewardlabError, match="call syntax 'fenced'; choose one of: tool_call, python_block"):
         rollout_episodes(model, tok, ["x"], 1, _sampling(4), open_episode=lambda i: None, call_syntax="fenced")
+
+
+class _Broken(_Calculator):
+    """A ``python_block`` environment whose tool raises on its first call and returns no record on its second."""
+
+    def call(self, name, arguments, *, timeout):
+        self.calls.append(name)
+        if len(self.calls) == 1:
+            raise ValueError("the tool broke")
+        return "not a record"
+
+
+def test_a_python_block_tool_that_raises_or_returns_garbage_is_a_counted_tool_error(lm):
+    from rewardlab.rollout.episodes import rollout_episodes
+
+    model, tok = lm
+    script = tok.encode("```python\nprint(2+3)\n```", add_special_tokens=False)
+    env = _Broken()
+    (t,) = rollout_episodes(Scripted(model, script, times=2), tok, ["Compute:"], 1, _sampling(24, seed=0),
+                            open_episode=lambda i: env, call_syntax="python_block",
+                            settings=ToolSettings(max_turns=2, max_total_tokens=160))
+    assert [turn["status"] for turn in t.turns[:2]] == ["tool_error", "tool_error"] and t.tool_calls == 2
+    assert "the tool broke" in t.turns[0]["error"] and "not a record" in t.turns[1]["error"]
+    assert "[tool_error] ValueError: the tool broke" in tok.decode(t.token_ids) and t.episode["status"] == "ok"

@@ -264,12 +264,16 @@ def test_a_tool_without_a_docstring_is_refused_at_start_up(tmp_path):
         envs.load_rows(f"python:{env}:Bare", "train")
 
 
-def test_a_plain_task_trains_while_a_python_environment_is_its_held_out_eval(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("async_steps", ["0", "1"])
+def test_a_plain_task_trains_while_a_python_environment_is_its_held_out_eval(tiny_model_dir, tmp_path, async_steps):
+    """Synchronous, and with ``--async-steps 1``: the worker samples the plain task as a plain engine (streaming), the
+    trainer's own engine runs the environment's held-out episodes."""
     env = spec("IncrementEnv", size=4)
     run = tmp_path / "run"
     r = cli("train", "--task", "arith", "--model", str(tiny_model_dir), "--steps", "1", "--output-dir", str(run),
             "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "8", "--progress", "false",
-            "--plots", "false", "--eval-every", "1", "--eval-suite", f"arith, {env}", "--eval-limit", "2")
+            "--plots", "false", "--eval-every", "1", "--eval-suite", f"arith, {env}", "--eval-limit", "2",
+            "--async-steps", async_steps)
     assert r.returncode == 0, r.stderr[-2000:]
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     name = envs.short_name(env)

@@ -131,7 +131,9 @@ def test_per_prompt_seeds_sample_each_prompt_as_alone(vllm_setup):
             alone = engine.generate_ids([ids], 2, dataclasses.replace(sp, seed=11 + i))
             assert [c.token_ids for c in alone] == [c.token_ids for c in together if c.prompt_index == i]
         calls.clear()
-        budget, engine._step_budget = engine._step_budget, 2 * (len(encoded[0]) + 1)  # one prompt fits, not three
+        longest = max(len(ids) for ids in encoded)
+        budget, engine._step_budget = engine._step_budget, 2 * (longest + 1)  # each prompt fits alone, not all three
+        assert 2 * sum(len(ids) + 1 for ids in encoded) > engine._step_budget
         try:
             split = engine.generate_ids(encoded, 2, sp, seeds=[11, 12, 13])
         finally:

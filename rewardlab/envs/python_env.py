@@ -34,7 +34,6 @@ import importlib
 import importlib.util
 import inspect
 import json
-import math
 import random
 import sys
 import types
@@ -43,7 +42,7 @@ from typing import Any, Callable
 
 from rewardlab.bounded import Hung, Raised, bounded
 from rewardlab.envs.spec import EnvSpec, parse_spec
-from rewardlab.envs.verdict import graded
+from rewardlab.envs.verdict import graded, reward_value
 from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
 from rewardlab.seeds import derive_seed
@@ -250,11 +249,8 @@ class PythonEpisode:
     def finish(self) -> dict:
         out = self.env.get_reward()
         out = asyncio.run(out) if inspect.isawaitable(out) else out
-        try:  # any real number (numpy and torch scalars too), not text or a bool
-            value = None if isinstance(out, (str, bytes, bool)) else float(out)
-        except (TypeError, ValueError, OverflowError):
-            value = None
-        if value is None or not math.isfinite(value):
+        value = reward_value(out)
+        if value is None:
             return {"reward": None, "status": "bad_reward", "error": f"get_reward returned {type(out).__name__}"}
         return {"reward": value, "status": "ok"}
 

@@ -7,6 +7,9 @@ eval hand it to the environment's reward as ``episode=``.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from rewardlab.rewards.base import RewardResult
 
 
@@ -19,10 +22,25 @@ def graded(episode: dict | None) -> RewardResult:
     return as_reward(episode)
 
 
+def reward_value(value: Any) -> float | None:
+    """``value`` as a reward: any finite real number (numpy and torch scalars too); None for anything else (text, a
+    bool, NaN, an infinity, an object)."""
+    try:
+        out = None if isinstance(value, (str, bytes, bool)) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return out if out is not None and math.isfinite(out) else None
+
+
 def as_reward(episode: dict) -> RewardResult:
     """The environment's reward, status ``ok``; or 0 with the status that says why there is none (the verdict's
-    other fields, the error and the tool seconds, kept in ``info``)."""
+    other fields, the error and the tool seconds, kept in ``info``): the verdict's own, or ``bad_reward`` for a
+    reward that is no finite number (a NaN would reach every advantage of its group)."""
     info = {k: v for k, v in episode.items() if k != "reward"}
     if episode.get("reward") is None:
         return RewardResult(0.0, {**info, "status": str(episode.get("status") or "env_error")})
-    return RewardResult(float(episode["reward"]), {**info, "status": "ok"})
+    value = reward_value(episode["reward"])
+    if value is None:
+        return RewardResult(0.0, {**info, "status": "bad_reward",
+                                  "error": f"the environment's reward is no finite number: {episode['reward']!r:.80}"})
+    return RewardResult(value, {**info, "status": "ok"})

@@ -20,6 +20,11 @@ replies sampled in it, in the context the model saw when it sampled them, paid t
 only in earlier branches are not trained, and the sample says how many tokens that left out (``branches``,
 ``untrained_tokens``): a partial gradient of the episode, never one computed on tokens it did not sample.
 
+A trace is read as data from another package, never trusted: one not of verifiers' shape, or whose ids, mask and
+log-probs cannot be trained on as they are (:func:`rewardlab.rollout.driven.untrainable`: ids outside the
+vocabulary, lengths that disagree, a sampled token's log-prob that is no finite number <= 0) is status
+``bad_trace`` and trains nothing; a reward that is no finite number is ``bad_reward`` (:mod:`rewardlab.envs.verdict`).
+
 verifiers' harness programs run through ``uv`` (it installs their few dependencies on first use): the machine
 needs ``uv`` or network access to install it, as verifiers itself does.
 """
@@ -222,11 +227,21 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
             slots = [s for r in rows for s in env.slots(tasks[int(r.reference["task"])], n)]
             return await asyncio.gather(*(one(k, s) for k, s in enumerate(slots)), return_exceptions=True)
 
-    return [_sample(ep) for ep in run_on_loop(episodes())]
+    return [sample_of(ep) for ep in run_on_loop(episodes())]
+
+
+def sample_of(ep: Any) -> dict:
+    """One episode's training sample (:func:`drive`): its last branch's ids, mask and log-probs, its reward and
+    status; an episode whose trace is not of verifiers' shape (a field missing, or of another type) is status
+    ``bad_trace``, never an error of the run."""
+    try:
+        return _sample(ep)
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError) as e:
+        return _broken("bad_trace", f"the episode's trace could not be read: {type(e).__name__}: {e}")
 
 
 def _sample(ep: Any) -> dict:
-    """One episode's training sample (:func:`drive`)."""
+    """:func:`sample_of`, for a trace of verifiers' shape."""
     if isinstance(ep, asyncio.TimeoutError):
         return _broken("env_timeout", "the episode ran past its deadline (timeout=)")
     if isinstance(ep, BaseException):
@@ -239,6 +254,9 @@ def _sample(ep: Any) -> dict:
                        f"no model turn recorded: {errors[-400:]}" if errors else "no model turn recorded")
     b = trace.branches[-1]  # the whole episode, or, when it branched, its last branch (the module docstring)
     ids, mask, lps = list(b.token_ids), [bool(m) for m in b.sampled_mask], list(b.logprobs)
+    if not len(ids) == len(mask) == len(lps):
+        return _broken("bad_trace", f"the trace's token_ids, sampled_mask and logprobs disagree in length "
+                                    f"({len(ids)}, {len(mask)}, {len(lps)})")
     start = mask.index(True) if any(mask) else len(ids)
     status, reward = "ok", trace.reward
     if not (ep.ok and trace.ok):

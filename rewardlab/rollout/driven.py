@@ -24,6 +24,7 @@ the episodes'.
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -73,6 +74,24 @@ class LoopbackServer:
         self.close()
 
 
+def untrainable(sample: dict, vocab: int) -> str | None:
+    """Why an environment's sample cannot be trained on as it is (None: it can): ``prompt_ids`` / ``token_ids`` that
+    are not token ids below ``vocab``, ``sampled`` and ``logprobs`` not one per token, a sampled token's log-prob that
+    is no finite number <= 0 (a NaN would reach every importance weight of the batch). Linear in the sample."""
+    for key in ("prompt_ids", "token_ids"):
+        ids = sample.get(key)
+        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab
+                                                for t in ids):
+            return f"{key}: not a list of token ids below {vocab}"
+    n, sampled, lps = len(sample["token_ids"]), sample.get("sampled"), sample.get("logprobs")
+    if not isinstance(sampled, list) or not isinstance(lps, list) or len(sampled) != n or len(lps) != n:
+        return f"sampled and logprobs must hold one entry per token ({n})"
+    for m, lp in zip(sampled, lps):
+        if m and not (isinstance(lp, (int, float)) and not isinstance(lp, bool) and -math.inf < lp <= 1e-4):
+            return f"a sampled token's log-prob is {lp!r:.40}, not a finite number <= 0"
+    return None
+
+
 @dataclass
 class DrivenEngine:
     """Episodes of an environment that drives the policy (``drive``) behind the engine interface: ``generate(
@@ -107,7 +126,7 @@ class DrivenEngine:
             raise failure
         if len(samples) != len(prompts) * n:
             raise RewardlabError(f"the environment returned {len(samples)} episodes for {len(prompts)} x {n}")
-        return [self._completion(k // n, prompts[k // n], s) for k, s in enumerate(samples)]
+        return [self.completion(k // n, prompts[k // n], s) for k, s in enumerate(samples)]
 
     def _serve(self, sampling: SamplingParams) -> str:
         if self.policy is None:
@@ -118,19 +137,32 @@ class DrivenEngine:
         self.policy.support = sampling.support  # the recorded log-probs describe what the trainer scores
         return self.server.url
 
-    def _completion(self, index: int, prompt: str, s: dict) -> Completion:
-        ids, sampled, lps = list(s["token_ids"]), [bool(m) for m in s["sampled"]], [float(x) for x in s["logprobs"]]
-        prompt_ids = list(s["prompt_ids"]) or list(self.base.encode(prompt))
+    def completion(self, index: int, prompt: str, s: dict) -> Completion:
+        """Episode sample ``s`` (what ``drive`` returned) of prompt ``index`` as the trainer's completion: its ids and
+        log-probs unchanged, trained where sampled when the episode ended ``ok``; a sample that cannot be trained on
+        as it is (:func:`untrainable`) keeps only its verdict, status ``bad_trace``, on one masked token."""
         episode = {k: v for k, v in s.items()
                    if k not in ("prompt_ids", "token_ids", "sampled", "logprobs", "answer", "finish")}
+        why = untrainable(s, self._vocab())
+        if why is not None:  # the trace cannot be trained on as it is: counted, and nothing of it reaches the trainer
+            episode.update(reward=None, status="bad_trace", error=why)
+            s = {**s, "prompt_ids": [] if why.startswith("prompt_ids") else s["prompt_ids"], "token_ids": [],
+                 "sampled": [], "logprobs": []}
+        ids, sampled = list(s["token_ids"]), [bool(m) for m in s["sampled"]]
+        lps = [float(lp) if m else 0.0 for lp, m in zip(s["logprobs"], sampled)]  # inserted tokens: none recorded
+        prompt_ids = list(s["prompt_ids"]) or list(self.base.encode(prompt))
         if not ids:  # nothing sampled: one masked end-of-sequence token (the module docstring)
             ids, sampled, lps = [eos_ids(getattr(self.base, "model", None), self.tokenizer)[0]], [False], [0.0]
-        trained = [int(m) for m in sampled] if s.get("status") == "ok" else [0] * len(ids)  # a failed episode: none
+        trained = [int(m) for m in sampled] if episode.get("status") == "ok" else [0] * len(ids)  # failed: none
         return Completion(prompt_index=index, prompt_ids=prompt_ids, token_ids=ids,
                           text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                          finish_reason="length" if s.get("finish") == "length" else "stop",
-                          logprobs=[lp if m else 0.0 for lp, m in zip(lps, sampled)],
+                          finish_reason="length" if s.get("finish") == "length" else "stop", logprobs=lps,
                           loss_mask=trained, answer_text=str(s.get("answer") or ""), episode=episode)
+
+    def _vocab(self) -> int:
+        """Token ids a trace may hold: below the tokenizer's size or the model's embedding rows, whichever is more."""
+        config = getattr(getattr(self.base, "model", None), "config", None)
+        return max(len(self.tokenizer), int(getattr(config, "vocab_size", 0) or 0))
 
     def load_weights(self, model: Any) -> None:
         if self.policy is not None:

@@ -79,7 +79,8 @@ class ServedPolicy:
     max_batch: int = 32
     """Requests with the same ``n`` and settings that queue while the engine is busy are sampled together, this many
     prompts at most per engine call (1: one request per call). Seeded requests batch with seeded ones (each keeps
-    its own seed: the engine's ``generate_ids(..., seeds=)``, so a request's seed alone decides its tokens), unseeded
+    its own seed: the engine's ``generate_ids(..., seeds=)``, so a request's seed alone decides its tokens, up to the
+    float rounding of another batch shape), unseeded
     with unseeded; an engine without ``seeds`` samples each seeded request alone."""
     version: int = 0
     """How many times :meth:`load_weights` replaced the served weights."""

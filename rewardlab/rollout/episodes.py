@@ -249,10 +249,11 @@ def _block_call(tok: Any, t: Trajectory, ep: _Open, lim: Limits) -> None:
     elif left <= 0:
         res = {"status": "budget", "sandbox_status": None, "stdout": "", "truncated": False,
                "error": "the episode's tool time budget is spent"}
-    else:  # the environment bounds the call itself (the sandbox kills the process at its timeout)
+    else:
         t0 = time.monotonic()
-        res = ep.episode.call("python", {"code": turn["code"]}, timeout=min(lim.timeout, left))
+        res = _run_block(ep, turn["code"], min(lim.timeout, left))
         t.tool_seconds += time.monotonic() - t0
+        ep.seconds = t.tool_seconds
     turn.update(res)
     if lim.chat:  # a tool message through the chat template (its own separators around it)
         body = observation(res["status"], res["stdout"], res["error"], res["truncated"], fenced=False)
@@ -265,6 +266,26 @@ def _block_call(tok: Any, t: Trajectory, ep: _Open, lim: Limits) -> None:
         t.finish_reason = "max_turns"
     elif len(t.token_ids) >= lim.total or sum(t.loss_mask) >= lim.model:
         t.finish_reason = "length"
+
+
+BLOCK_GRACE_S = 5.0
+"""Seconds past its own timeout that a ``python_block`` call may take before it counts as hung (the environment
+bounds the call itself: the sandbox kills the process at the timeout; this catches one that does not)."""
+
+
+def _run_block(ep: _Open, code: str, timeout: float) -> dict:
+    """One ``python_block`` call's record: what the environment returned (``status`` "ok" unless it says otherwise),
+    or ``tool_error`` when it raised or returned no record, ``timeout`` when it did not return in time."""
+    record = {"status": "ok", "sandbox_status": None, "stdout": "", "truncated": False, "error": None}
+    try:
+        out = bounded(lambda: ep.episode.call("python", {"code": code}, timeout=timeout), timeout + BLOCK_GRACE_S)
+    except Hung as e:
+        return {**record, "status": "timeout", "error": str(e)}
+    except Raised as e:
+        return {**record, "status": "tool_error", "error": str(e)[:500]}
+    if not isinstance(out, dict) or not isinstance(out.get("stdout", ""), str):
+        return {**record, "status": "tool_error", "error": f"the tool returned {type(out).__name__}, not a record"}
+    return {**record, **out}
 
 
 def _verdict(ep: _Open, lim: Limits) -> dict | None:
@@ -333,6 +354,11 @@ class EpisodeEngine:
     def load_weights(self, model: Any) -> None:
         self.base.load_weights(model)
         self.model = model
+
+    def close(self) -> None:
+        """Close the base engine, when it has resources of its own (vLLM's)."""
+        if callable(getattr(self.base, "close", None)):
+            self.base.close()
 
 
 __all__ = ["EpisodeEngine"]

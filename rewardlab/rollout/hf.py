@@ -167,7 +167,7 @@ class HFEngine:
         per prompt (the endpoint's seeded requests, batched): prompt ``i``'s ``n`` rows each draw from a generator of
         their own, seeded from ``seeds[i]`` (``sampling.seed`` unused), in the engine's own decode loop, so a prompt's
         tokens do not depend on the prompts sampled with it (up to the float rounding of another batch shape)."""
-        from transformers import GenerationConfig, LogitsProcessorList  # lazy: see the module docstring
+        from transformers import LogitsProcessorList  # lazy: see the module docstring
 
         if n < 1:
             raise RewardlabError(f"n must be >= 1, got {n}")
@@ -178,29 +178,9 @@ class HFEngine:
         model, tok = self.model, self.tokenizer
         device = next(model.parameters()).device
         if seeds is not None and not can_share(model):  # generate() draws from one stream: one call per seed
-            return [dataclasses.replace(c, prompt_index=i) for i, (ids, seed) in enumerate(zip(encoded, seeds))
-                    for c in self.generate_ids([ids], n, dataclasses.replace(sampling, seed=seed), on_chunk=on_chunk)]
+            return self._one_call_per_seed(encoded, n, sampling, seeds, on_chunk)
         eos_ids = list(dict.fromkeys([*find_eos_ids(model, tok), *sampling.stop_token_ids]))  # each ends a row
-        gen_kwargs: dict[str, Any] = dict(
-            max_new_tokens=sampling.max_new_tokens,
-            eos_token_id=eos_ids or None,
-            pad_token_id=tok.pad_token_id,
-            use_cache=True,
-        )
-        warpers, at = [], 0  # the first ``at`` warpers run before the recorder: it sees the behaviour distribution
-        if sampling.temperature > 0 and self.record_logprobs:
-            # The caller's processors run before the config's warpers, so the warpers are passed in
-            # the processor list instead, around the recorder (see the module docstring).
-            warpers, at = behaviour_warpers(sampling), recorded_at(sampling)
-            gen_kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
-        elif sampling.temperature > 0:
-            gen_kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
-                              top_k=sampling.top_k)
-        else:
-            gen_kwargs.update(do_sample=False)
-        if sampling.stop:
-            gen_kwargs["stop_strings"] = list(sampling.stop)
-        gen_config = GenerationConfig(**gen_kwargs)
+        gen_config, warpers, at = self._generation_config(sampling, eos_ids)
         shared = (seeds is not None or self.shared_prefix and n > 1) and can_share(model)
         streams = None if seeds is None else row_generators(seeds, n, device)  # one per row, prompt-major
         stop_criteria = None
@@ -249,6 +229,43 @@ class HFEngine:
             "tokens_per_s": generated / seconds if seconds > 0 else 0.0,
         }
         return results
+
+    def _generation_config(self, sampling: SamplingParams, eos_ids: list[int]) -> tuple[Any, list, int]:
+        """``generate``'s config for ``sampling``, and the warpers the engine passes itself when recording log-probs
+        (the first ``at`` of them run before the recorder: it sees the behaviour distribution)."""
+        from transformers import GenerationConfig  # lazy: see the module docstring
+
+        gen_kwargs: dict[str, Any] = dict(max_new_tokens=sampling.max_new_tokens, eos_token_id=eos_ids or None,
+                                          pad_token_id=self.tokenizer.pad_token_id, use_cache=True)
+        warpers, at = [], 0
+        if sampling.temperature > 0 and self.record_logprobs:
+            # The caller's processors run before the config's warpers, so the warpers are passed in
+            # the processor list instead, around the recorder (see the module docstring).
+            warpers, at = behaviour_warpers(sampling), recorded_at(sampling)
+            gen_kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+        elif sampling.temperature > 0:
+            gen_kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+                              top_k=sampling.top_k)
+        else:
+            gen_kwargs.update(do_sample=False)
+        if sampling.stop:
+            gen_kwargs["stop_strings"] = list(sampling.stop)
+        return GenerationConfig(**gen_kwargs), warpers, at
+
+    def _one_call_per_seed(self, encoded: list[list[int]], n: int, sampling: SamplingParams, seeds: list[int],
+                           on_chunk: Callable[[list[Completion]], None] | None) -> list[Completion]:
+        """:meth:`generate_ids` with ``seeds`` for a model the decode loop cannot drive: one ``generate`` call per
+        prompt, seeded with its seed (what a call of it alone gives), the prompt indices and stats of the whole."""
+        out, seconds, generated = [], 0.0, 0
+        for i, (ids, seed) in enumerate(zip(encoded, seeds)):
+            out += [dataclasses.replace(c, prompt_index=i)
+                    for c in self.generate_ids([ids], n, dataclasses.replace(sampling, seed=seed))]
+            seconds, generated = seconds + self.stats["seconds"], generated + self.stats["generated_tokens"]
+        self.stats = {"seconds": seconds, "generated_tokens": generated,
+                      "tokens_per_s": generated / seconds if seconds > 0 else 0.0}
+        if on_chunk is not None:
+            on_chunk(out)
+        return out
 
     def _decode_shared(self, chunk: list[int], encoded: list[list[int]], sampling: SamplingParams,
                        eos: list[int], stop_criteria: Any, pick: Any) -> tuple[list[list[int]], list]:

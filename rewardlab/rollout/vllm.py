@@ -387,14 +387,16 @@ class VLLMEngine:
         fits = self._on_gpu or n * sum(len(ids) + 1 for ids in encoded) <= self._step_budget
         groups = [list(range(len(encoded)))] if fits and len(encoded) > 1 else [[i] for i in range(len(encoded))]
         out: list[VLLMCompletion] = []
+        seeded = 1.0
         for group in groups:
-            if len(group) == 1:
+            if len(group) == 1:  # seeded unless its prefill alone is over the budget (generate_ids' rule)
                 done = self.generate_ids([encoded[group[0]]], n, dataclasses.replace(sampling, seed=seeds[group[0]]))
+                seeded = min(seeded, self.stats["seeded"])
             else:
                 done = self._generate_seeded([encoded[i] for i in group], n, sampling,
                                              [_request_seed(seeds[i], 0) for i in group])
-                self.stats["seeded"] = 1.0
             out.extend(dataclasses.replace(c, prompt_index=group[c.prompt_index]) for c in done)
+        self.stats["seeded"] = seeded
         return out
 
     def continue_ids(self, contexts: list[list[int]], sampling: SamplingParams, *, max_tokens: list[int],

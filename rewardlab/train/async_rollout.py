@@ -174,7 +174,7 @@ class AsyncRollout:
         if step - 1 > self._pushed:  # the weights after the last update, before anything queued from now on
             self.worker.push(run.model, step - 1)
             self._pushed = step - 1
-        while self._queued < step + self.k:
+        while self._queued < min(step + self.k, cfg.steps):  # never a step past the run's last
             self._queue(run, self._queued + 1)
         t0 = time.perf_counter()
         rid, mine, prompt_texts, sampling, rows = self._requests.pop(step)
@@ -199,7 +199,8 @@ class AsyncRollout:
         mine = self._ahead.take(cfg.prompts_per_step)
         prompt_texts = [run.trainer.render(run.rows[i]) for i, _ in mine]
         sampling = run_sampling(cfg, seed=rollout_seed(cfg.seed, step))
-        rows = [run.rows[i] for i, _ in mine] if run.trainer.sampler.rows else None  # environment episodes
+        episodes = getattr(run.trainer.multiturn, "kind", None) == "episodes"  # the worker opens them on the rows
+        rows = [run.rows[i] for i, _ in mine] if episodes else None
         rid = self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine, rows=rows)
         self._requests[step] = (rid, mine, prompt_texts, sampling, rows)
         self._queued = step

@@ -154,7 +154,8 @@ def build_trainer(plan: Plan, threads: int | None) -> Trainer:
     sampler = Sampler(engine, gather, rows=isinstance(engine, (EpisodeEngine, DrivenEngine)))
     trainer = Trainer(model=policy, tok=tok, optimizer=optimizer, scheduler=scheduler, engine=engine,
                       sampler=sampler, render=build_render(cfg, tok), stream=stream, ref_model=ref_model,
-                      prefix=prefix, autocast=autocast, critic=critic, options=options, multiturn=multiturn_of(cfg))
+                      prefix=prefix, autocast=autocast, critic=critic, options=options,
+                      multiturn=multiturn_of(cfg, training=True))
     if cfg.feedback != "none":  # --- a critic that talks back: feedback, then a second answer ---
         talker = feedback.feedback_engine(quiet_run(plan, trainer), start)
         trainer = dataclasses.replace(trainer, engine=talker, sampler=Sampler(talker, gather, feedback.question_of),
@@ -327,9 +328,10 @@ class Multiturn:
                           engine=engine if drives else None)
 
 
-def multiturn_of(cfg: TrainConfig) -> Multiturn | None:
-    """The run's :class:`Multiturn`, or None when its rollouts are single-turn."""
-    if episodic(cfg):  # --- multi-turn environments: episode by episode ---
+def multiturn_of(cfg: TrainConfig, *, training: bool = False) -> Multiturn | None:
+    """The run's :class:`Multiturn`, or None when its rollouts are single-turn; ``training``: for the training
+    rollouts alone (the ``--async-steps`` worker's: an ``--eval-suite`` environment runs on the trainer's engine)."""
+    if episodic(cfg) and (not training or cfg.task in episodic(cfg)):  # --- multi-turn environments ---
         return Multiturn("episodes", tools_of(cfg), cfg.rollout_batch_size)
     if cfg.tools == "python":  # --- the sandbox is the model's Python tool ---
         # the trajectory budget is fixed from --max-new-tokens here (the --eval-every rollouts keep it too)

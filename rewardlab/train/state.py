@@ -148,8 +148,8 @@ class Trainer:
     grade_first: Callable[[Run, list[Sample]], None] | None = None
     """``--feedback``: grade each sample's first answer too (``rewardlab.train.feedback.grade_first_attempts``)."""
     multiturn: Any = None
-    """How the engine is wrapped for multi-turn rollouts (``rewardlab.train.build.Multiturn``; None: single-turn):
-    the ``--async-steps`` worker wraps its own engine the same way."""
+    """How the training rollouts' engine is wrapped for multi-turn rollouts (``rewardlab.train.build.Multiturn``;
+    None: single-turn): the ``--async-steps`` worker wraps its own engine so."""
 
 
 @dataclass(frozen=True)
