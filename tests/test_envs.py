@@ -377,7 +377,7 @@ def test_openenv_episodes_run_in_the_async_worker_as_in_the_trainer(arith_server
     is the synchronous run's step 1, turn for turn, with the server's verdicts; step 2 is one version stale."""
     args = ["train", "--env", f"openenv:{arith_server}?size=8", "--model", str(tiny_model_dir), "--steps", "2",
             "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "4", "--progress", "false",
-            "--plots", "false", "--threads", "1"]
+            "--plots", "false", "--threads", "1", "--tool-timeout", "20"]  # a loaded machine: no reset times out
     for name, extra in (("sync", []), ("k1", ["--async-steps", "1"])):
         r = cli(*args, "--output-dir", str(tmp_path / name), *extra)
         assert r.returncode == 0, r.stderr[-2000:]

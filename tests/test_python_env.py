@@ -445,3 +445,18 @@ def test_trls_own_trainer_takes_the_same_class_and_exposes_the_same_tools(tiny_m
     rows, source = envs.load_rows(spec("IncrementEnv", size=1), "train")
     assert [t.__name__ for t in trainer.tools] == source["tools"]
     assert [get_json_schema(t) for t in trainer.tools] == rows[0].meta["tools"]
+
+
+def test_a_step_whose_every_episode_failed_trains_nothing_under_rollout_correction(tiny_model_dir, tmp_path):
+    """Every reset past the rows' hangs: each episode ends ``env_timeout`` before the model's first token, so the step
+    has no token to train. With ``--correction`` on, that step is an update of nothing, counted, not the run's end
+    (before: "rollout correction needs at least one response token in mask" ended the run)."""
+    run = tmp_path / "run"
+    r = cli("train", "--env", hostile("SlowResetLater", size=4), "--model", str(tiny_model_dir), "--steps", "2",
+            "--output-dir", str(run), "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "8",
+            "--correction", "decoupled_token_is", "--tool-timeout", "0.2", "--max-turns", "1", "--progress", "false",
+            "--plots", "false")
+    assert r.returncode == 0, r.stderr[-2000:]
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [(m["step"], m["rewards/python_env/status/env_timeout"], m["grad_norm"]) for m in metrics] == \
+        [(1, 4, 0.0), (2, 4, 0.0)]

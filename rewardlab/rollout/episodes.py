@@ -355,10 +355,5 @@ class EpisodeEngine:
         self.base.load_weights(model)
         self.model = model
 
-    def close(self) -> None:
-        """Close the base engine, when it has resources of its own (vLLM's)."""
-        if callable(getattr(self.base, "close", None)):
-            self.base.close()
-
 
 __all__ = ["EpisodeEngine"]

@@ -110,10 +110,5 @@ class ToolEngine:
             self.engine.load_weights(model)
         self.model = model
 
-    def close(self) -> None:
-        """Close the engine it samples through, when it has resources of its own (vLLM's)."""
-        if callable(getattr(self.engine, "close", None)):
-            self.engine.close()
-
 
 __all__ = ["ToolEngine", "rollout_with_tools"]

@@ -47,7 +47,7 @@ from rewardlab.errors import RewardlabError
 from rewardlab.rewards.base import RewardResult
 from rewardlab.rollout import ENGINES, Completion, SamplingParams
 from rewardlab.train.async_worker import GenerationWorker, Result
-from rewardlab.train.config import ASYNC_CORRECTION, TrainConfig, driven
+from rewardlab.train.config import ASYNC_CORRECTION, TrainConfig
 from rewardlab.train.samples import Batch, rollout_seed
 from rewardlab.train.state import run_sampling
 
@@ -72,8 +72,6 @@ def why_not(cfg: TrainConfig, algo: Algo, world_size: int = 1) -> str | None:
         return "--group-size-policy variance sizes groups from the rewards of the steps before"
     if cfg.feedback != "none":
         return "--feedback rollouts are not pipelined yet"
-    if driven(cfg):
-        return f"{driven(cfg)[0]} drives the policy through the endpoint itself (not pipelined yet)"
     if world_size > 1:
         return "the generation worker serves one process (not torchrun)"
     return None
@@ -199,7 +197,7 @@ class AsyncRollout:
         mine = self._ahead.take(cfg.prompts_per_step)
         prompt_texts = [run.trainer.render(run.rows[i]) for i, _ in mine]
         sampling = run_sampling(cfg, seed=rollout_seed(cfg.seed, step))
-        episodes = getattr(run.trainer.multiturn, "kind", None) == "episodes"  # the worker opens them on the rows
+        episodes = getattr(run.trainer.multiturn, "kind", None) in ("episodes", "driven")  # they open on the rows
         rows = [run.rows[i] for i, _ in mine] if episodes else None
         rid = self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine, rows=rows)
         self._requests[step] = (rid, mine, prompt_texts, sampling, rows)

@@ -11,9 +11,9 @@ is decoded, while it decodes the next; a reader thread in the trainer receives t
 chunk to ``on_part(rid, context, completions)`` (the pipeline grades it there, in the reward pool, while the
 trainer updates), then assembles the request's :class:`Result` for :meth:`GenerationWorker.result`.
 
-Multi-turn rollouts (``--tools python``, environment episodes): ``Spec.multiturn`` wraps the worker's engine as
-the trainer wraps its own, a request carries the rows its episodes open on, and its completions come back as one
-chunk (the multi-turn loop has no per-chunk callback).
+Multi-turn rollouts (``--tools python``, environment episodes, environments that drive the policy through a loopback
+endpoint the worker serves): ``Spec.multiturn`` wraps the worker's engine as the trainer wraps its own, a request
+carries the rows its episodes open on, and its completions come back as one chunk (no per-chunk callback there).
 
 Why a process and not a thread: the HF engine seeds and restores torch's *global* random generator
 around each ``generate`` (``rollout.decode.seeded``); in a thread that would race the trainer's own
@@ -126,7 +126,7 @@ def _build(spec: Spec, model: Any, tokenizer: Any) -> Any:
     else:  # one process, no group: the local collectives, but the trainer's merged state dict under LoRA
         collectives = Collectives(full_state_dict=full_state_dict_for_engine(model))
         engine = row.build(model, tokenizer, collectives=collectives, **spec.engine_kwargs)
-    return engine if spec.multiturn is None else spec.multiturn.wrap(model, tokenizer, engine, spec.engine)
+    return engine
 
 
 def _generate(spec: Spec, engine: Any, model: Any, request: tuple, send: Callable[[list[Completion]], None]) -> None:
@@ -152,15 +152,17 @@ def _serve(tokenizer: Any, version: int, spec: Spec, requests: Any, results: Any
     _, model = requests.get()  # not a Process argument: the forkserver passes those with at most ~250 fds
     model = model.to(spec.device)  # vLLM on a GPU: the copy sits by the snapshots (device-to-device loads)
     try:
-        engine = _build(spec, model, tokenizer)
+        inner = _build(spec, model, tokenizer)
+        engine = inner if spec.multiturn is None else spec.multiturn.wrap(model, tokenizer, inner, spec.engine)
     except Exception as e:  # e.g. vLLM missing or out of memory: one line in the trainer, not a dead process
         results.put(Result(-1, version, None, 0.0, 0.0, f"starting the {spec.engine} engine: {type(e).__name__}: {e}"))
         return
     try:
         _loop(spec, engine, model, version, requests, results, stop)
-    finally:
-        if hasattr(engine, "close"):  # an engine with its own resources (vLLM's)
-            engine.close()
+    finally:  # each closes its own resources: the wrapper's (a loopback endpoint), the engine's (vLLM's)
+        for owner in [engine] if engine is inner else [engine, inner]:
+            if callable(getattr(owner, "close", None)):
+                owner.close()
 
 
 def _loop(spec: Spec, engine: Any, model: Any, version: int, requests: Any, results: Any, stop: Any) -> None:

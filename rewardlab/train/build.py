@@ -299,18 +299,16 @@ def build_engine(plan: Plan, model: torch.nn.Module, tok: PreTrainedTokenizerBas
             world_size=lambda: dist.world_size, all_reduce_max=distributed.all_reduce_max,
             full_state_dict=full_state_dict_for_engine(model), on_destroy=distributed.on_destroy)
     engine = make_engine(engine_kind(cfg), model, tok, **engine_kw)
-    if driven(cfg):  # --- environments that run their own agent: they call the policy endpoint ---
-        return DrivenEngine(engine, tok, drive=envs.drive, is_driven=envs.is_driven,  # the policy's own length
-                            max_model_len=int(getattr(model.config, "max_position_embeddings", 0)))
     multiturn = multiturn_of(cfg)
     return engine if multiturn is None else multiturn.wrap(model, tok, engine, engine_kind(cfg))
 
 
 @dataclasses.dataclass(frozen=True)
 class Multiturn:
-    """How a run's engine is wrapped for multi-turn rollouts: environment episodes (``episodes``: the task's, an
-    ``--eval-suite``'s) or the sandbox as the model's Python tool (``tools``: ``--tools python``). Picklable: the
-    ``--async-steps`` generation worker wraps its own engine with it (:class:`~rewardlab.train.async_worker.Spec`)."""
+    """How a run's engine is wrapped for multi-turn rollouts: environment episodes that rewardlab drives
+    (``episodes``: the task's, an ``--eval-suite``'s), environments that drive the policy through its endpoint
+    (``driven``: verifiers), or the sandbox as the model's Python tool (``tools``: ``--tools python``). Picklable:
+    the ``--async-steps`` generation worker wraps its own engine with it (``async_worker.Spec``)."""
 
     kind: str
     settings: ToolSettings
@@ -321,6 +319,9 @@ class Multiturn:
         """``engine`` (a ``rollout.ENGINES`` row named ``engine_name``) wrapped; an engine that continues exact
         token ids (vLLM) samples the turns itself, else the live ``model`` does."""
         drives = ENGINES[engine_name].drives_tool_loop
+        if self.kind == "driven":  # the environment runs its own agent against the endpoint over ``engine``
+            return DrivenEngine(engine, tok, drive=envs.drive, is_driven=envs.is_driven,  # the policy's own length
+                                max_model_len=int(getattr(model.config, "max_position_embeddings", 0)))
         if self.kind == "episodes":
             return EpisodeEngine(model, tok, open_episode=envs.open_episode, settings=self.settings,
                                  batch_size=self.batch_size, base=engine, drives=drives, is_episode=envs.is_episode)
@@ -331,6 +332,8 @@ class Multiturn:
 def multiturn_of(cfg: TrainConfig, *, training: bool = False) -> Multiturn | None:
     """The run's :class:`Multiturn`, or None when its rollouts are single-turn; ``training``: for the training
     rollouts alone (the ``--async-steps`` worker's: an ``--eval-suite`` environment runs on the trainer's engine)."""
+    if driven(cfg) and (not training or cfg.task in driven(cfg)):  # --- environments that run their own agent ---
+        return Multiturn("driven", tools_of(cfg), cfg.rollout_batch_size)
     if episodic(cfg) and (not training or cfg.task in episodic(cfg)):  # --- multi-turn environments ---
         return Multiturn("episodes", tools_of(cfg), cfg.rollout_batch_size)
     if cfg.tools == "python":  # --- the sandbox is the model's Python tool ---

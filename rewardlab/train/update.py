@@ -248,6 +248,10 @@ def correct_batch(run: Run, minis: list[list[Micro]], update: Update) -> None:
     # one call over the whole batch (padded to one width), so batch normalisation sees every row
     width = max(p[0].shape[1] for p in parts)
     cat = [torch.cat([torch.nn.functional.pad(p[j], (0, width - p[j].shape[1])) for p in parts]) for j in range(3)]
+    if not bool(cat[2].bool().any()):  # no token to train (every episode failed): nothing to weigh either
+        for m, (lp, rollout, mask) in zip(micros, parts):
+            m.corrected = Corrected(None if corr.is_level is None else torch.zeros_like(lp), mask, rollout)
+        return
     w, kept, metrics = rollout_correction.correct(cat[0], cat[1], cat[2], corr)  # (N, W), (N, W)
     n_tok = float(cat[2].sum())
     update.correction.append((n_tok, {k: float(v) for k, v in metrics.items()}))
