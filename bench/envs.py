@@ -40,6 +40,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--model", default=None, help="a model folder or 'default' (default: a tiny random model)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--device", default="cpu", help="where the model runs (cuda on a GPU machine)")
     ap.add_argument("--verifiers", default=None, metavar="TASKSET",
                     help="also time a verifiers taskset's episodes (its null harness driving the engine through the "
                          "endpoint, rewardlab.rollout.driven) against the same prompts sampled in-process, batched")
@@ -60,7 +61,7 @@ def main() -> None:
     torch.set_num_threads(1)
     path = args.model or str(build_tiny_model(Path(tempfile.mkdtemp()) / "tiny"))
     model, tok = load_model(None if path == "default" else path)
-    model.eval()
+    model.to(args.device).eval()
     engine = make_engine("hf", model, tok)
     rows, _ = load_rows(ENV, "test", limit=args.episodes)
     prompts = [engine.encode(format_prompt(tok, r.prompt)) for r in rows]
@@ -70,7 +71,7 @@ def main() -> None:
     def score(texts: list[str]) -> float:
         return sum(float(gym_reward(t, r.reference).score or 0) for t, r in zip(texts, rows)) / len(rows)
 
-    results: dict = {"made_by": "python bench/envs.py " + " ".join(sys.argv[1:]), "env": ENV,
+    results: dict = {"made_by": "python bench/envs.py " + " ".join(sys.argv[1:]), "env": ENV, "device": args.device,
                      "episodes": args.episodes, "max_new_tokens": args.max_new_tokens, "model": args.model or "tiny",
                      "ways": {}}
 

@@ -6,7 +6,8 @@
 # one step ahead in a worker process, issue 26). Prints per-phase step time, rollout tokens/s and peak
 # GPU memory for each run, then each engine's async s/step next to its synchronous s/step.
 # Then the update alone by micro-batch layout (bench/packing.py, issue 38; PACKING=0 skips it), and one colocated
-# RL step against TRL's GRPOTrainer (bench/train_step.py; TRL_STEP=0 skips it).
+# RL step against TRL's GRPOTrainer (bench/train_step.py; TRL_STEP=0 skips it), and environment episodes through
+# the policy endpoint, seeded requests batched (bench/envs.py; ENVS=0 skips it).
 #
 #   bash bench/gpu_check.sh                          # PY=.venv/bin/python (needs a CUDA torch)
 #   PY=/opt/venv/bin/python VLLM_PY=/opt/vllm-venv/bin/python bash bench/gpu_check.sh
@@ -163,6 +164,19 @@ if [ "${TRL_STEP:-1}" = 1 ]; then
     else
         "$PY" bench/train_step.py --steps 2 --prompts 2 --group 2 --max-new-tokens 8 --json "$WORK/train_step.json" \
             && summary+=("trl step ok") || summary+=("trl step FAILED")
+    fi
+fi
+# issue 39: environment episodes through the policy endpoint vs in-process (bench/envs.py) on the random model above,
+# 128 episodes x 64 tokens: concurrent seeded requests (one seed per episode, as verifiers sends) share engine calls,
+# each row on its own seed's stream; on a GPU a batch-1 decode leaves most of it idle. ENVS=0 skips.
+if [ "${ENVS:-1}" = 1 ]; then
+    echo "== episodes through the endpoint (bench/envs.py)"
+    if has_cuda "$PY"; then
+        "$PY" bench/envs.py --model "$WORK/model" --device cuda --episodes 128 --max-new-tokens 64 \
+            --out "$WORK/envs.json" && summary+=("envs ok") || summary+=("envs FAILED")
+    else
+        "$PY" bench/envs.py --model "$WORK/model" --episodes 16 --max-new-tokens 8 --out "$WORK/envs.json" \
+            && summary+=("envs ok") || summary+=("envs FAILED")
     fi
 fi
 echo "== done: ${summary[*]}; runs in $WORK"
