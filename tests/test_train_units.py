@@ -225,3 +225,26 @@ def test_rollout_correction_reaches_the_loss(correction, tiny_model_dir, tmp_pat
         else:
             assert 1.0 < m["is_weight/mean"] <= 2.0 + 1e-6
             assert "clip_frac" not in m  # REINFORCE (gpg), not the clipped surrogate
+
+
+def test_a_traces_earlier_branches_are_paid_its_advantage_and_counted_once():
+    """``branches=all``: group statistics see each episode once (its last branch's sample), and its earlier
+    branches get the same advantage and score, then train right after it (``samples.trained``)."""
+    from types import SimpleNamespace
+
+    from rewardlab.train.config import TrainConfig, resolve_algo
+    from rewardlab.train.loop import set_advantages
+    from rewardlab.train.samples import trained
+
+    run = SimpleNamespace(algo=resolve_algo(TrainConfig(algo="grpo")), group_sizes=None, reward_norm=None)
+    kept = [_sample([1], [2, 3]) for _ in range(4)]
+    for s, score in zip(kept, (1.0, 0.0, 0.0, 0.0)):
+        s.score = score
+    kept[0].branches = [_sample([1], [4]), _sample([1], [5])]  # two earlier branches of the one rewarded episode
+    kept[2].branches = [_sample([1], [6])]
+    set_advantages(run, kept)
+    adv = [s.advantage for s in kept]
+    assert adv == pytest.approx([1.5, -0.5, -0.5, -0.5], abs=1e-5)  # 4 episodes, not 7 samples: z-scores of 1,0,0,0
+    assert [b.advantage for b in kept[0].branches] == [adv[0]] * 2 and kept[2].branches[0].advantage == adv[2]
+    assert [b.score for b in kept[0].branches] == [1.0, 1.0]
+    assert [s.token_ids for s in trained(kept)] == [[2, 3], [4], [5], [2, 3], [2, 3], [6], [2, 3]]

@@ -282,7 +282,44 @@ def test_cli_async_steps_drive_verifiers_episodes_from_the_generation_worker(tin
     assert [r["info"]["policy_version"] for r in k1] == [0] * 8 and all(r["info"]["status"] == "ok" for r in k1)
 
 
+def eos_prone(tiny_model_dir: Path, out: Path) -> Path:
+    """The tiny random model with its end-of-turn row (tied embeddings) set along the mean final hidden state: turns
+    end early about half the time at T 0.7 (within 24 tokens), so an episode has room for a second turn."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    ctx = torch.randint(3, len(tok), (8, 24), generator=torch.Generator().manual_seed(0))  # (8, 24)
+    with torch.no_grad():
+        d = model.model(ctx).last_hidden_state.reshape(-1, model.config.hidden_size).mean(0)  # (H,)
+        model.lm_head.weight[tok.eos_token_id] = 3.0 * d / d.dot(d)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_cli_branches_all_trains_each_branch_paid_its_episodes_advantage(tiny_model_dir, tmp_path, offline_uv):
+    """``branches=all`` through the CLI: the multi-turn taskset's traces branch (the random model's replies do not
+    survive verifiers' re-rendering), their earlier branches train beside the kept completions, counted in
+    ``completions/branches``; every other figure of the step counts the episodes alone."""
+    run, model = tmp_path / "run", eos_prone(tiny_model_dir, tmp_path / "model")
+    r = cli("train", "--env", MULTI + "?branches=all", "--model", str(model), "--steps", "2",
+            "--output-dir", str(run), "--prompts-per-step", "2", "--group-size", "4", "--max-new-tokens", "24",
+            "--temperature", "0.7", "--progress", "false", "--plots", "false", env=offline_uv)
+    assert r.returncode == 0, r.stderr[-2000:]
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 16 and all(m["completions/kept"] == 8 for m in metrics)
+    branched = {m["step"]: m.get("completions/branches", 0) for m in metrics}
+    assert sum(branched.values()) > 0, branched  # some traces branched, and their first branch trained
+    for step, n in branched.items():  # one earlier branch per branched trace (two turns at most)
+        assert n == sum(x["info"].get("branches", 1) - 1 for x in rollouts if x["step"] == step)
+        assert all(x["info"].get("untrained_tokens", 0) == 0 for x in rollouts if x["step"] == step)
+
+
 @pytest.mark.parametrize(("args", "needle"), [
+    (("train", "--env", "verifiers:vf_tiny_multi?branches=all", "--algo", "ppo", "--steps", "1"), "per token"),
+    (("train", "--env", "verifiers:vf_tiny_multi?branches=some", "--steps", "1"), "branches must be one of last, all"),
     (("train", "--env", "verifiers:no_such_taskset_xyz", "--steps", "1"), "taskset 'no_such_taskset_xyz' not found"),
 ])
 def test_cli_bad_verifiers_environment_is_one_line(args, needle, tmp_path, offline_uv):
@@ -406,12 +443,15 @@ def test_a_multi_turn_episode_trains_on_both_replies_and_never_on_the_environmen
             assert c.token_ids[: len(first)] == first  # the sequence opens on the first reply, prompt apart
 
 
-def test_multi_turn_logprobs_are_the_trainers_in_the_context_the_model_saw(tiny_model_dir, offline_uv):
+@pytest.mark.parametrize("branches", ["last", "all"])
+def test_multi_turn_logprobs_are_the_trainers_in_the_context_the_model_saw(tiny_model_dir, offline_uv, branches):
     """A real engine on both turns at T 0.7 / top-k 20, each turn cut at 3 tokens: every trained token's recorded
     log-prob is the trainer's, read from one forward pass over the trained sequence (the environment's turn included
     as context), to 1e-4. The random model's replies do not survive verifiers' re-rendering of the conversation
-    (decoded, then tokenised otherwise), so some traces branch: those train on their last branch, the second reply
-    in the context the model saw, and say how many tokens of the first reply were left out."""
+    (decoded, then tokenised otherwise), so some traces branch: with ``branches=last`` those train on their last
+    branch, the second reply in the context the model saw, and say how many tokens of the first reply were left out;
+    with ``branches=all`` the first branch is a sequence of its own too (``Completion.branches``), the first reply in
+    its context, and nothing is left out."""
     from dataclasses import replace
 
     from rewardlab.models import load_model
@@ -429,29 +469,39 @@ def test_multi_turn_logprobs_are_the_trainers_in_the_context_the_model_saw(tiny_
             return out
 
     engine = DrivenEngine(Short(), tok, drive=envs.drive, is_driven=envs.is_driven)
-    rows, _ = envs.load_rows(MULTI, "train")
+    rows, _ = envs.load_rows(MULTI + ("?branches=all" if branches == "all" else ""), "train")
     sampling = SamplingParams(max_new_tokens=32, temperature=0.7, top_k=20, seed=4)
     try:
         outs = engine.generate([format_prompt(tok, r.prompt) for r in rows], 2, sampling, rows=rows)
     finally:
         engine.close()
+
+    def check_logprobs(c):  # the trainer's forward over exactly the ids the engine sampled, in their context
+        ids = c.prompt_ids + c.token_ids
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[:, len(c.prompt_ids) - 1:-1]  # (1, C, V)
+        want, _ = behaviour.logprobs(logits.float(), torch.tensor([c.token_ids]), sampling)
+        got = [lp for lp, m in zip(c.logprobs, c.loss_mask) if m]
+        assert got == pytest.approx([w for w, m in zip(want[0].tolist(), c.loss_mask) if m], abs=1e-4)
+
     shapes = set()
     for c in outs:
         assert c.episode["status"] == "ok" and c.episode["reward"] in (0.0, 1.0), c.episode
         mask = c.loss_mask
         if "branches" in c.episode:  # trained: the last branch's reply, its context the re-rendered conversation
-            # left out: the first reply's 3 sampled tokens (not the turn's template tokens around them)
-            assert c.episode["branches"] == 2 and sum(mask) == 3 and c.episode["untrained_tokens"] == 3
+            assert c.episode["branches"] == 2 and sum(mask) == 3
             assert "Try again." in tok.decode(c.prompt_ids)
+            if branches == "last":  # left out: the first reply's 3 sampled tokens (not the template's around them)
+                assert c.episode["untrained_tokens"] == 3 and c.branches is None
+            else:  # the first reply trained too, as a sequence of its own in the context the model saw
+                (first,) = c.branches
+                assert c.episode["untrained_tokens"] == 0 and sum(first.loss_mask) == 3
+                assert "Try again." not in tok.decode(first.prompt_ids + first.token_ids)
+                check_logprobs(first)
         else:  # one sequence: both replies trained, the environment's turn between them
-            assert 0 in mask[mask.index(1):] and sum(mask) > 3
+            assert 0 in mask[mask.index(1):] and sum(mask) > 3 and c.branches is None
         shapes.add("branches" in c.episode)
-        ids = c.prompt_ids + c.token_ids
-        with torch.no_grad():
-            logits = model(torch.tensor([ids])).logits[:, len(c.prompt_ids) - 1:-1]  # (1, C, V)
-        want, _ = behaviour.logprobs(logits.float(), torch.tensor([c.token_ids]), sampling)
-        got = [lp for lp, m in zip(c.logprobs, mask) if m]
-        assert got == pytest.approx([w for w, m in zip(want[0].tolist(), mask) if m], abs=1e-4)
+        check_logprobs(c)
     assert shapes == {False, True}  # at this seed both kinds of trace occur: each path is checked
     assert set(lengths) == {3}  # every turn sampled its 3 tokens (no early end), as the counts above assume
 

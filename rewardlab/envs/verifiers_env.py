@@ -18,7 +18,10 @@ an extension of the tokens before it (a renderer that re-renders the conversatio
 than it was sampled; a template that drops earlier reasoning). The episode then trains on its last branch: the
 replies sampled in it, in the context the model saw when it sampled them, paid the episode's reward; the replies
 only in earlier branches are not trained, and the sample says how many tokens that left out (``branches``,
-``untrained_tokens``): a partial gradient of the episode, never one computed on tokens it did not sample.
+``untrained_tokens``): a partial gradient of the episode, never one computed on tokens it did not sample. With
+``branches=all`` every branch trains, each a token sequence of its own in the context the model saw, paid the
+episode's advantage (computed once per episode: group statistics never count a branch twice); the per-token
+estimators (PPO's GAE, ...), online DPO and torchrun refuse it at start-up.
 
 A trace is read as data from another package, never trusted: one not of verifiers' shape, or whose ids, mask and
 log-probs cannot be trained on as they are (:func:`rewardlab.rollout.driven.untrainable`: ids outside the
@@ -57,8 +60,12 @@ OPTIONS = {"harness": "the verifiers harness id (null: the model answers the pro
            "renderer": "verifiers' renderer for the model (qwen3, llama-3, default, ...); by default the one its map "
                        "gives the model's name, else default (a local checkpoint's folder is never in the map)",
            "tool_parser": "the default renderer's tool-call parser (qwen3, glm, ...): a taskset with tools needs a "
-                          "renderer that parses the model's calls"}
+                          "renderer that parses the model's calls",
+           "branches": "a trace that branched trains its last branch (last, the default) or every branch, each a "
+                       "sample of its own paid the episode's advantage (all)"}
 """The options a ``verifiers:`` spec takes (``rewardlab envs list``)."""
+BRANCHES = ("last", "all")
+"""``branches=``: which branches of a trace that branched are trained (the module docstring)."""
 SAMPLING = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 """The sampling settings :func:`drive` takes; verifiers' train client sends them to the endpoint as they are
 (``vf.Sampling`` keeps extra fields). ``max_tokens`` is per model turn and also the episode's budget of sampled
@@ -93,6 +100,8 @@ def load_env(text: str, budget: int | None = None) -> Any:
     if budget is not None:
         agent["max_output_tokens"] = budget
     renderer(text)  # a bad renderer or parser name: a one-line error here, at start-up
+    if str(spec.options.get("branches", "last")) not in BRANCHES:
+        raise RewardlabError(f"{text}: branches must be one of {', '.join(BRANCHES)}, got {spec.options['branches']!r}")
     for key, kinds in (("timeout", (int, float)), ("concurrency", int)):
         value = spec.options.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
@@ -227,20 +236,22 @@ def drive(rows: list[Row], n: int, sampling: dict, *, url: str, model_dir: str) 
             slots = [s for r in rows for s in env.slots(tasks[int(r.reference["task"])], n)]
             return await asyncio.gather(*(one(k, s) for k, s in enumerate(slots)), return_exceptions=True)
 
-    return [sample_of(ep) for ep in run_on_loop(episodes())]
+    every = options.get("branches", "last") == "all"
+    return [sample_of(ep, every_branch=every) for ep in run_on_loop(episodes())]
 
 
-def sample_of(ep: Any) -> dict:
+def sample_of(ep: Any, *, every_branch: bool = False) -> dict:
     """One episode's training sample (:func:`drive`): its last branch's ids, mask and log-probs, its reward and
     status; an episode whose trace is not of verifiers' shape (a field missing, or of another type) is status
-    ``bad_trace``, never an error of the run."""
+    ``bad_trace``, never an error of the run. ``every_branch``: a trace that branched also gives its earlier
+    branches, each as ``{"prompt_ids", "token_ids", "sampled", "logprobs"}`` in ``earlier`` (``branches=all``)."""
     try:
-        return _sample(ep)
+        return _sample(ep, every_branch)
     except (AttributeError, TypeError, ValueError, IndexError, KeyError) as e:
         return _broken("bad_trace", f"the episode's trace could not be read: {type(e).__name__}: {e}")
 
 
-def _sample(ep: Any) -> dict:
+def _sample(ep: Any, every_branch: bool = False) -> dict:
     """:func:`sample_of`, for a trace of verifiers' shape."""
     if isinstance(ep, asyncio.TimeoutError):
         return _broken("env_timeout", "the episode ran past its deadline (timeout=)")
@@ -252,23 +263,36 @@ def _sample(ep: Any) -> dict:
         timeout = ep.is_timeout or bool(trace and trace.is_timeout)
         return _broken("env_timeout" if timeout else "env_error",
                        f"no model turn recorded: {errors[-400:]}" if errors else "no model turn recorded")
-    b = trace.branches[-1]  # the whole episode, or, when it branched, its last branch (the module docstring)
-    ids, mask, lps = list(b.token_ids), [bool(m) for m in b.sampled_mask], list(b.logprobs)
-    if not len(ids) == len(mask) == len(lps):
-        return _broken("bad_trace", f"the trace's token_ids, sampled_mask and logprobs disagree in length "
-                                    f"({len(ids)}, {len(mask)}, {len(lps)})")
-    start = mask.index(True) if any(mask) else len(ids)
+    used = trace.branches if every_branch else trace.branches[-1:]  # the episode, or its branches (module docstring)
+    parts = [_branch(b) for b in used]
+    bad = next((p for p in parts if isinstance(p, str)), None)
+    if bad is not None:
+        return _broken("bad_trace", bad)
+    last = parts[-1]
     status, reward = "ok", trace.reward
     if not (ep.ok and trace.ok):
         status, reward = ("env_timeout" if ep.is_timeout or trace.is_timeout else "env_error"), None
     finish = str(trace.calls[-1].finish_reason or "") if trace.calls else ""  # the endpoint's: "stop" or "length"
-    branched = {}
+    branched: dict[str, Any] = {}
     if len(trace.branches) > 1:
         sampled = sum(sum(map(bool, n.mask)) for n in trace.nodes if n.sampled)  # every reply's tokens, once
-        branched = {"branches": len(trace.branches), "untrained_tokens": sampled - sum(mask)}
-    return {"prompt_ids": ids[:start], "token_ids": ids[start:], "sampled": mask[start:], "logprobs": lps[start:],
-            "reward": reward, "status": status, "answer": trace.last_reply, "finish": finish, **branched,
+        trained = sum(sum(p["sampled"]) for p in parts)
+        branched = {"branches": len(trace.branches), "untrained_tokens": max(0, sampled - trained)}
+        if every_branch:
+            branched["earlier"] = parts[:-1]
+    return {**last, "reward": reward, "status": status, "answer": trace.last_reply, "finish": finish, **branched,
             **({"error": errors} if errors else {})}
+
+
+def _branch(b: Any) -> dict | str:
+    """One branch of a trace as the ids, mask and log-probs of a sample (its prompt: the ids before the first sampled
+    token), or why it cannot be one."""
+    ids, mask, lps = list(b.token_ids), [bool(m) for m in b.sampled_mask], list(b.logprobs)
+    if not len(ids) == len(mask) == len(lps):
+        return (f"the trace's token_ids, sampled_mask and logprobs disagree in length "
+                f"({len(ids)}, {len(mask)}, {len(lps)})")
+    start = mask.index(True) if any(mask) else len(ids)
+    return {"prompt_ids": ids[:start], "token_ids": ids[start:], "sampled": mask[start:], "logprobs": lps[start:]}
 
 
 def _broken(status: str, error: str) -> dict:

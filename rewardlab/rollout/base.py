@@ -90,6 +90,9 @@ class Completion:
     episode: dict | None = None
     """Environment episodes (:mod:`rewardlab.rollout.episodes`): the environment's verdict when the episode
     ended, ``{"reward": float or None, "status": str, ...}``, which its reward reads; None otherwise."""
+    branches: list["Completion"] | None = None
+    """An environment trace that branched, ``branches=all``: its earlier branches, each a token sequence of its own
+    (its context the one the model saw), trained as samples paid this completion's advantage."""
 
     @property
     def graded_text(self) -> str:

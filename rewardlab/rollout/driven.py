@@ -140,24 +140,38 @@ class DrivenEngine:
     def completion(self, index: int, prompt: str, s: dict) -> Completion:
         """Episode sample ``s`` (what ``drive`` returned) of prompt ``index`` as the trainer's completion: its ids and
         log-probs unchanged, trained where sampled when the episode ended ``ok``; a sample that cannot be trained on
-        as it is (:func:`untrainable`) keeps only its verdict, status ``bad_trace``, on one masked token."""
+        as it is (:func:`untrainable`, its ``earlier`` branches too) keeps only its verdict, status ``bad_trace``, on
+        one masked token. An episode ``ok`` with ``earlier`` branches (``branches=all``) carries them as
+        ``Completion.branches``, each trained where sampled."""
         episode = {k: v for k, v in s.items()
-                   if k not in ("prompt_ids", "token_ids", "sampled", "logprobs", "answer", "finish")}
-        why = untrainable(s, self._vocab())
+                   if k not in ("prompt_ids", "token_ids", "sampled", "logprobs", "answer", "finish", "earlier")}
+        earlier = s.get("earlier") or []
+        vocab = self._vocab()
+        why = untrainable(s, vocab) or next((f"earlier branch {k}: {w}" for k, b in enumerate(earlier)
+                                             if (w := untrainable(b, vocab)) is not None), None)
         if why is not None:  # the trace cannot be trained on as it is: counted, and nothing of it reaches the trainer
             episode.update(reward=None, status="bad_trace", error=why)
-            s = {**s, "prompt_ids": [] if why.startswith("prompt_ids") else s["prompt_ids"], "token_ids": [],
-                 "sampled": [], "logprobs": []}
+            s, earlier = {**s, "prompt_ids": [] if why.startswith("prompt_ids") else s["prompt_ids"], "token_ids": [],
+                          "sampled": [], "logprobs": []}, []
+        ok = episode.get("status") == "ok"
+        c = self._sequence(index, list(s["prompt_ids"]) or list(self.base.encode(prompt)), s, trained=ok)
+        c.finish_reason = "length" if s.get("finish") == "length" else "stop"
+        c.answer_text, c.episode = str(s.get("answer") or ""), episode
+        if ok and earlier:
+            c.branches = [self._sequence(index, list(b["prompt_ids"]), b, trained=True)
+                          for b in earlier if b["token_ids"] and b["prompt_ids"]]
+        return c
+
+    def _sequence(self, index: int, prompt_ids: list[int], s: dict, *, trained: bool) -> Completion:
+        """One token sequence of a sample (its ``token_ids``, ``sampled`` and ``logprobs``, checked trainable), its
+        sampled tokens trained when ``trained``; nothing sampled: one masked end-of-sequence token."""
         ids, sampled = list(s["token_ids"]), [bool(m) for m in s["sampled"]]
         lps = [float(lp) if m else 0.0 for lp, m in zip(s["logprobs"], sampled)]  # inserted tokens: none recorded
-        prompt_ids = list(s["prompt_ids"]) or list(self.base.encode(prompt))
         if not ids:  # nothing sampled: one masked end-of-sequence token (the module docstring)
             ids, sampled, lps = [eos_ids(getattr(self.base, "model", None), self.tokenizer)[0]], [False], [0.0]
-        trained = [int(m) for m in sampled] if episode.get("status") == "ok" else [0] * len(ids)  # failed: none
         return Completion(prompt_index=index, prompt_ids=prompt_ids, token_ids=ids,
-                          text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                          finish_reason="length" if s.get("finish") == "length" else "stop", logprobs=lps,
-                          loss_mask=trained, answer_text=str(s.get("answer") or ""), episode=episode)
+                          text=self.tokenizer.decode(ids, skip_special_tokens=True), finish_reason="stop",
+                          logprobs=lps, loss_mask=[int(m and trained) for m in sampled])
 
     def _vocab(self) -> int:
         """Token ids a trace may hold: below the tokenizer's size or the model's embedding rows, whichever is more."""

@@ -12,7 +12,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -54,6 +54,19 @@ if TYPE_CHECKING:
 # --- the plan: sizes, rows, reward, run directory, resume point (before any model loads) ---
 
 
+def refuse_branches(cfg: TrainConfig, algo: Any, world_size: int) -> None:
+    """``branches=all`` (a verifiers task's traces train every branch) with what cannot pay a branch its episode's
+    advantage: one line, at start-up."""
+    if not envs.is_env(cfg.task) or str(envs.spec_of(cfg.task).options.get("branches", "last")) != "all":
+        return
+    why = ("its estimator's advantages are per token" if algo.estimator.per_token else
+           "online DPO trains pairs" if algo.loss == "dpo" else
+           "torchrun ranks would train different numbers of sequences" if world_size > 1 else None)
+    if why is not None:
+        raise RewardlabError(f"{cfg.task}: branches=all pays each branch its episode's advantage; --algo {cfg.algo}: "
+                             f"{why} (use branches=last)")
+
+
 def build_plan(cfg: TrainConfig, locks: list[FolderLock]) -> Plan:
     """The run's plan; locks its run directory (appended to ``locks``) and finds the checkpoint to resume."""
     device_name = resolve_device(cfg.device)  # --device cuda without CUDA: one line, before anything heavy
@@ -61,6 +74,7 @@ def build_plan(cfg: TrainConfig, locks: list[FolderLock]) -> Plan:
     algo = resolve_algo(cfg)
     sizes = derive(cfg, world_size=dist.world_size, mini_batches=algo.mini_batches)
     async_rollout.refuse(cfg, algo, dist.world_size)  # --async-steps with what it cannot pipeline: one line
+    refuse_branches(cfg, algo, dist.world_size)
     run_dir = run_dir_of(cfg)
     check_model(cfg.model)
     rows = build_rows(cfg)

@@ -35,6 +35,7 @@ since train never imports eval.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 from collections.abc import Callable
@@ -242,6 +243,9 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
             info=res.info, gen_round=batch.gen_round, rollout_logprobs=logprobs_of(c), loss_mask=c.loss_mask,
             turns=c.turns, tool_calls=c.tool_calls, answer=c.answer_text,
         ))
+        local[-1].branches = [dataclasses.replace(  # --- a trace's earlier branches: trained, paid its advantage ---
+            local[-1], prompt_ids=list(b.prompt_ids), token_ids=list(b.token_ids), text=b.text, finish_reason="stop",
+            rollout_logprobs=logprobs_of(b), loss_mask=b.loss_mask, turns=None, tool_calls=0) for b in c.branches or []]
     if run.trainer.grade_first is not None:  # --- dual-agent: the first answer's reward too (improvement logged) ---
         run.trainer.grade_first(run, local)
     scored = [s for part in distributed.gather_objects(local) for s in part]  # every rank: all
@@ -280,6 +284,8 @@ def set_advantages(run: Run, kept: list[Sample]) -> None:
         adv = adv * ADVANTAGE_SIGN  # +1 always, except in tests/test_learning.py's negative control
         for s, a in zip(kept, adv.tolist()):
             s.advantage = a
+            for b in s.branches:  # a trace's earlier branches: the episode's advantage (per-token estimators refused)
+                b.advantage, b.score, b.group_mean = a, s.score, s.group_mean
         return
     lengths = torch.tensor([len(s.token_ids) for s in kept])  # (N,)
     # the loss mask: tool observations are not the model's tokens (the reward sits at its last one)

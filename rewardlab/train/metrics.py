@@ -131,8 +131,11 @@ def tool_metrics(run: Run, samples: list[Sample]) -> dict[str, Any]:
 
 
 def gen_metrics(run: Run, batch: Batch) -> dict[str, Any]:
-    """What generation cost this step (it differs from a plain step only under dynamic sampling)."""
-    return {
+    """What generation cost this step (it differs from a plain step only under dynamic sampling);
+    ``completions/branches``: earlier branches of environment traces trained beside the kept completions
+    (``branches=all``; absent when none)."""
+    branches = sum(len(s.branches) for s in batch.kept)
+    return ({"completions/branches": branches} if branches else {}) | {
         "num_gen_batches": batch.gen_round,
         "completions/generated": len(batch.generated),
         "completions/kept": len(batch.kept),

@@ -102,6 +102,9 @@ class Sample:
     """The rollout engine's log-prob of each token in ``token_ids`` under the distribution it sampled
     from. Logged against the trainer's own log-probs (``rollout/*`` metrics); rollout correction
     weights the loss by their ratio, and bypass mode uses them as old log-probs."""
+    branches: list["Sample"] = field(default_factory=list)
+    """An environment trace that branched (``branches=all``): its earlier branches, trained with this sample and paid
+    its advantage (:func:`trained`); every statistic of a step (groups, rewards, lengths) counts this sample alone."""
 
     @property
     def model_tokens(self) -> int:
@@ -169,6 +172,11 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (str, int, float, bool, type(None), list, dict)):
         return x
     return str(x)
+
+
+def trained(samples: list[Sample]) -> list[Sample]:
+    """The sequences an update trains: each sample, then its earlier branches (:attr:`Sample.branches`)."""
+    return [x for s in samples for x in (s, *s.branches)]
 
 
 def _mean_advantage(adv: float | list[float]) -> float:

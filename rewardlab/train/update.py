@@ -32,7 +32,7 @@ from rewardlab.train.sizes import longest_first, micro_spans, split_to
 from rewardlab.errors import RewardlabError
 from rewardlab.train.process import oom, oom_error
 from rewardlab.train.runtime import micro_mismatch
-from rewardlab.train.samples import Batch, Sample
+from rewardlab.train.samples import Batch, Sample, trained
 from rewardlab.train.state import Run
 
 
@@ -91,11 +91,11 @@ def update_policy(run: Run, batch: Batch) -> Update:
         return dpo_update(run, batch)
     t0 = time.perf_counter()
     per_mb = sizes.completions_per_mini_batch  # global; each rank trains on its shard of it
-    minis = [[Micro(micro) for micro in cut(run, shard_of(run, kept[i : i + per_mb]))]
-             for i in range(0, len(kept), per_mb)]
+    minis = [[Micro(micro) for micro in cut(run, shard_of(run, trained(kept[i : i + per_mb])))]
+             for i in range(0, len(kept), per_mb)]  # a sample's earlier branches (branches=all) train with it
     # engine-vs-trainer log-prob mismatch: only when the engine gave every sampled token's log-prob
     update = Update(mismatch_on=all(s.rollout_logprobs is not None and len(s.rollout_logprobs) == len(s.token_ids)
-                                    for s in kept))
+                                    for s in trained(kept)))
     try:
         frozen_logprobs(run, minis)
         correct_batch(run, minis, update)
@@ -142,7 +142,7 @@ def timed(run: Run, batch: Batch, update: Update, t0: float) -> Update:
     if not update.grad_norms:  # no optimizer step ran (online DPO without a pair): nothing to time
         return update
     decided = run.plan.layouts.record(distributed.all_reduce_max(seconds),
-                                      float(sum(len(s.token_ids) for s in batch.kept)))
+                                      float(sum(len(s.token_ids) for s in trained(batch.kept))))
     if decided:
         run.say(decided)
     return update
