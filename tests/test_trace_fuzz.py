@@ -90,26 +90,29 @@ def spoiled(draw):
     return t
 
 
-def episode(t: dict):
-    """The verifiers objects ``sample_of`` reads (``EpisodeResult`` -> trace -> branches), as the fuzzer wrote them."""
+def episode(t: dict, earlier: list[dict] = ()):
+    """The verifiers objects ``sample_of`` reads (``EpisodeResult`` -> trace -> branches), as the fuzzer wrote them;
+    ``earlier``: branches before the last (a trace that branched)."""
     if t.get("spoiled") == "raise":
         return ValueError("the harness raised")
     branch = NS(token_ids=t["ids"], sampled_mask=t["mask"], logprobs=t["lps"])
-    trace = NS(branches=[branch], errors=[], reward=t["reward"], ok=t.get("spoiled") != "not_ok", is_timeout=False,
-               calls=[NS(finish_reason="stop")], last_reply="answer", nodes=[])
+    before = [NS(token_ids=e["ids"], sampled_mask=e["mask"], logprobs=e["lps"]) for e in earlier]
+    trace = NS(branches=[*before, branch], errors=[], reward=t["reward"], ok=t.get("spoiled") != "not_ok",
+               is_timeout=False, calls=[NS(finish_reason="stop")], last_reply="answer", nodes=[])
     if "field" in t:  # a field of another shape than verifiers 0.4's
         holder = trace if t["field"] in ("branches", "calls") else branch
         setattr(holder, t["field"], 7)
     return NS(traces=[trace], errors=[], ok=True, is_timeout=False)
 
 
-def check_trainable(c) -> None:
+def check_trainable(c, *, branch: bool = False) -> None:
     """What the trainer needs of any completion: one mask and one log-prob per token, ids it can embed, finite
-    log-probs, a loss mask of 0 / 1 that trains only an episode graded ``ok``."""
+    log-probs, a loss mask of 0 / 1 that trains only an episode graded ``ok`` (an earlier ``branch`` has no verdict:
+    its episode's completion holds it)."""
     assert len(c.token_ids) == len(c.loss_mask) == len(c.logprobs) >= 1
     assert all(isinstance(t, int) and 0 <= t < VOCAB for t in [*c.prompt_ids, *c.token_ids]) and c.prompt_ids
     assert all(isinstance(x, float) and math.isfinite(x) for x in c.logprobs)
-    assert set(c.loss_mask) <= {0, 1} and (not any(c.loss_mask) or c.episode["status"] == "ok")
+    assert set(c.loss_mask) <= {0, 1} and (branch or not any(c.loss_mask) or c.episode["status"] == "ok")
 
 
 @FUZZ
@@ -154,3 +157,22 @@ def test_a_custom_drivers_sample_of_any_shape_is_a_counted_status(engine, fields
     c = engine.completion(0, "p", sample)
     check_trainable(c)
     assert (c.episode["status"] == "ok") == (untrainable(sample, VOCAB) is None)
+
+
+@FUZZ
+@given(wellformed(), st.lists(st.one_of(wellformed(), spoiled()), max_size=2))
+def test_branches_all_trains_each_wellformed_branch_and_no_spoiled_one(engine, t, earlier):
+    """``branches=all``: a trace whose every branch is well-formed trains each earlier branch exactly (its sampled
+    tokens in its own context); one spoiled branch makes the whole episode a ``bad_trace`` that trains nothing."""
+    earlier = [e for e in earlier if e.get("spoiled") not in ("raise", "not_ok", "reward", "field")]  # branch-level
+    c = engine.completion(0, "p", sample_of(episode(t, earlier), every_branch=True))
+    check_trainable(c)
+    if any("spoiled" in e for e in earlier):
+        assert c.episode["status"] == "bad_trace" and not any(c.loss_mask) and c.branches is None
+        return
+    assert c.episode["status"] == "ok" and len(c.branches or []) == len(earlier)
+    for b, e in zip(c.branches or [], earlier):
+        check_trainable(b, branch=True)
+        start = e["mask"].index(True)
+        assert b.prompt_ids == e["ids"][:start] and b.token_ids == e["ids"][start:]
+        assert b.loss_mask == [int(m) for m in e["mask"][start:]]
