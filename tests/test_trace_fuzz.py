@@ -165,6 +165,10 @@ def test_branches_all_trains_each_wellformed_branch_and_no_spoiled_one(engine, t
     """``branches=all``: a trace whose every branch is well-formed trains each earlier branch exactly (its sampled
     tokens in its own context); one spoiled branch makes the whole episode a ``bad_trace`` that trains nothing."""
     earlier = [e for e in earlier if e.get("spoiled") not in ("raise", "not_ok", "reward", "field")]  # branch-level
+    t["ids"][0] = 0  # no two branches share a prefix here (a shared reply trains once: the test below)
+    for k, e in enumerate(earlier):
+        if e.get("spoiled") != "prompt_token":
+            e["ids"][0] = k + 1
     c = engine.completion(0, "p", sample_of(episode(t, earlier), every_branch=True))
     check_trainable(c)
     if any("spoiled" in e for e in earlier):
@@ -176,3 +180,37 @@ def test_branches_all_trains_each_wellformed_branch_and_no_spoiled_one(engine, t
         start = e["mask"].index(True)
         assert b.prompt_ids == e["ids"][:start] and b.token_ids == e["ids"][start:]
         assert b.loss_mask == [int(m) for m in e["mask"][start:]]
+
+
+def test_a_reply_two_branches_share_trains_once_and_untrainable_branches_are_skipped(engine):
+    """verifiers' branches are root-to-leaf paths: P R1 O1 R2 and P R1 O1 R2' O2 R3 share P R1 O1. With
+    ``branches=all`` R1 trains once (in the last branch), the first branch trains R2 alone, nothing is left out; a
+    branch verifiers marks untrainable (a compaction attempt) trains nothing."""
+    P, R1, O1, R2, R2b, O2, R3 = [10, 11], [20, 21], [30], [40, 41], [50], [60], [70, 71]
+
+    def node(ids, sampled):
+        return NS(mask=[sampled] * len(ids), sampled=sampled)
+
+    def branch(pieces, trainable=True):
+        ids = [t for piece, _ in pieces for t in piece]
+        mask = [m for piece, m in pieces for _ in piece]
+        return NS(token_ids=ids, sampled_mask=mask, logprobs=[-0.5 if m else 0.0 for m in mask], trainable=trainable)
+
+    first = branch([(P, False), (R1, True), (O1, False), (R2, True)])
+    last = branch([(P, False), (R1, True), (O1, False), (R2b, True), (O2, False), (R3, True)])
+    nodes = [node(P, False), node(R1, True), node(O1, False), node(R2, True), node(R2b, True), node(O2, False),
+             node(R3, True)]
+
+    def sample(branches):
+        trace = NS(branches=branches, errors=[], reward=1.0, ok=True, is_timeout=False,
+                   calls=[NS(finish_reason="stop")], last_reply="x", nodes=nodes)
+        return sample_of(NS(traces=[trace], errors=[], ok=True, is_timeout=False), every_branch=True)
+
+    c = engine.completion(0, "p", s := sample([first, last]))
+    assert s["untrained_tokens"] == 0 and s["branches"] == 2
+    (b,) = c.branches
+    assert b.prompt_ids == P + R1 + O1 and b.token_ids == R2 and b.loss_mask == [1, 1]  # R1 is the last branch's
+    assert c.prompt_ids == P and sum(c.loss_mask) == len(R1 + R2b + R3)
+    c = engine.completion(0, "p", s := sample([branch([(P, False), (R1, True), (O1, False), (R2, True)], False),
+                                              last]))
+    assert c.branches is None and s["untrained_tokens"] == len(R2)  # skipped, and said so

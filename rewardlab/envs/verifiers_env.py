@@ -263,11 +263,13 @@ def _sample(ep: Any, every_branch: bool = False) -> dict:
         timeout = ep.is_timeout or bool(trace and trace.is_timeout)
         return _broken("env_timeout" if timeout else "env_error",
                        f"no model turn recorded: {errors[-400:]}" if errors else "no model turn recorded")
-    used = trace.branches if every_branch else trace.branches[-1:]  # the episode, or its branches (module docstring)
-    parts = [_branch(b) for b in used]
+    # the episode, or its branches (the module docstring): not those verifiers marks untrainable (compaction attempts)
+    used = [b for b in trace.branches[:-1] if every_branch and getattr(b, "trainable", True)] + trace.branches[-1:]
+    parts = [_branch(list(b.token_ids), [bool(m) for m in b.sampled_mask], list(b.logprobs)) for b in used]
     bad = next((p for p in parts if isinstance(p, str)), None)
     if bad is not None:
         return _broken("bad_trace", bad)
+    parts = _each_token_once(parts)
     last = parts[-1]
     status, reward = "ok", trace.reward
     if not (ep.ok and trace.ok):
@@ -277,22 +279,49 @@ def _sample(ep: Any, every_branch: bool = False) -> dict:
     if len(trace.branches) > 1:
         sampled = sum(sum(map(bool, n.mask)) for n in trace.nodes if n.sampled)  # every reply's tokens, once
         trained = sum(sum(p["sampled"]) for p in parts)
-        branched = {"branches": len(trace.branches), "untrained_tokens": max(0, sampled - trained)}
+        branched = {"branches": len(trace.branches), "untrained_tokens": sampled - trained}
         if every_branch:
             branched["earlier"] = parts[:-1]
     return {**last, "reward": reward, "status": status, "answer": trace.last_reply, "finish": finish, **branched,
             **({"error": errors} if errors else {})}
 
 
-def _branch(b: Any) -> dict | str:
-    """One branch of a trace as the ids, mask and log-probs of a sample (its prompt: the ids before the first sampled
-    token), or why it cannot be one."""
-    ids, mask, lps = list(b.token_ids), [bool(m) for m in b.sampled_mask], list(b.logprobs)
+def _branch(ids: list[int], mask: list[bool], lps: list[float]) -> dict | str:
+    """A branch's ids, mask and log-probs as a sample's (its prompt: the ids before the first sampled token), or why
+    they cannot be one."""
     if not len(ids) == len(mask) == len(lps):
         return (f"the trace's token_ids, sampled_mask and logprobs disagree in length "
                 f"({len(ids)}, {len(mask)}, {len(lps)})")
     start = mask.index(True) if any(mask) else len(ids)
     return {"prompt_ids": ids[:start], "token_ids": ids[start:], "sampled": mask[start:], "logprobs": lps[start:]}
+
+
+def _each_token_once(parts: list[dict]) -> list[dict]:
+    """Branches are root-to-leaf paths of one conversation: a reply on the path two branches share is in both. It
+    trains once, in the last branch that samples it: an earlier branch drops a sampled token that a later branch
+    holds at the same place after the same ids (their common prefix) and samples too; a branch left with none is
+    dropped. The last branch is kept whole."""
+    full = [p["prompt_ids"] + p["token_ids"] for p in parts]
+    masks = [[False] * len(p["prompt_ids"]) + list(p["sampled"]) for p in parts]
+    out = []
+    for i in range(len(parts) - 1):
+        later = set()  # positions of branch i that a later branch samples, after the same ids
+        for j in range(i + 1, len(parts)):
+            later.update(k for k in range(_common_prefix(full[i], full[j])) if masks[j][k])
+        mask = [m and k not in later for k, m in enumerate(masks[i])]
+        if any(mask):
+            out.append(_branch(full[i], mask, [0.0] * len(parts[i]["prompt_ids"]) + parts[i]["logprobs"]))
+    return [*out, parts[-1]]
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading ids ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _broken(status: str, error: str) -> dict:

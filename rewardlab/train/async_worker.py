@@ -151,18 +151,30 @@ def _serve(tokenizer: Any, version: int, spec: Spec, requests: Any, results: Any
     torch.set_num_threads(spec.threads)
     _, model = requests.get()  # not a Process argument: the forkserver passes those with at most ~250 fds
     model = model.to(spec.device)  # vLLM on a GPU: the copy sits by the snapshots (device-to-device loads)
+    owners: list[Any] = []  # each closes its own resources: the wrapper's (a loopback endpoint), the engine's (vLLM's)
     try:
-        inner = _build(spec, model, tokenizer)
-        engine = inner if spec.multiturn is None else spec.multiturn.wrap(model, tokenizer, inner, spec.engine)
+        owners.append(_build(spec, model, tokenizer))
+        if spec.multiturn is not None:
+            owners.insert(0, spec.multiturn.wrap(model, tokenizer, owners[0], spec.engine))
     except Exception as e:  # e.g. vLLM missing or out of memory: one line in the trainer, not a dead process
         results.put(Result(-1, version, None, 0.0, 0.0, f"starting the {spec.engine} engine: {type(e).__name__}: {e}"))
+        _close(owners)
         return
     try:
-        _loop(spec, engine, model, version, requests, results, stop)
-    finally:  # each closes its own resources: the wrapper's (a loopback endpoint), the engine's (vLLM's)
-        for owner in [engine] if engine is inner else [engine, inner]:
-            if callable(getattr(owner, "close", None)):
-                owner.close()
+        _loop(spec, owners[0], model, version, requests, results, stop)
+    finally:
+        _close(owners)
+
+
+def _close(owners: list[Any]) -> None:
+    """Close each of ``owners`` that has resources of its own, the next one even when one fails."""
+    if not owners:
+        return
+    try:
+        if callable(getattr(owners[0], "close", None)):
+            owners[0].close()
+    finally:
+        _close(owners[1:])
 
 
 def _loop(spec: Spec, engine: Any, model: Any, version: int, requests: Any, results: Any, stop: Any) -> None:

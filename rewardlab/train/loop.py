@@ -59,7 +59,7 @@ from rewardlab.train.config import TrainConfig
 from rewardlab.train.logprobs import loss_mask
 from rewardlab.train.metrics import gen_metrics, step_metrics, tool_metrics
 from rewardlab.train.process import Interrupted, StopFlag, oom, oom_error, set_threads
-from rewardlab.train.samples import Batch, Sample, logprobs_of, rollout_seed
+from rewardlab.train.samples import Batch, Sample, logprobs_of, rollout_seed, trained
 from rewardlab.train.sizes import micro_spans
 from rewardlab.train.state import Run, run_sampling
 from rewardlab.train.update import update_policy
@@ -244,12 +244,13 @@ def score(run: Run, mine: list[tuple[int, int]], prompt_texts: list[str], outs: 
             turns=c.turns, tool_calls=c.tool_calls, answer=c.answer_text,
         ))
         local[-1].branches = [dataclasses.replace(  # --- a trace's earlier branches: trained, paid its advantage ---
-            local[-1], prompt_ids=list(b.prompt_ids), token_ids=list(b.token_ids), text=b.text, finish_reason="stop",
-            rollout_logprobs=logprobs_of(b), loss_mask=b.loss_mask, turns=None, tool_calls=0) for b in c.branches or []]
+            local[-1], prompt_ids=list(b.prompt_ids), token_ids=list(b.token_ids), text=b.text, info=dict(res.info),
+            rollout_logprobs=logprobs_of(b), loss_mask=b.loss_mask, turns=None, tool_calls=0, branches=[])
+            for b in c.branches or []]  # finish_reason: the episode's (DAPO's overlong filter drops them all)
     if run.trainer.grade_first is not None:  # --- dual-agent: the first answer's reward too (improvement logged) ---
         run.trainer.grade_first(run, local)
     scored = [s for part in distributed.gather_objects(local) for s in part]  # every rank: all
-    batch.generated_tokens += sum(s.model_tokens for s in scored)
+    batch.generated_tokens += sum(x.model_tokens for x in trained(scored))  # earlier branches were sampled too
     if algo.overlong and algo.overlong_factor > 0:  # --- DAPO: soft overlong punishment, added to the reward ---
         for s in scored:
             s.overlong = overlong_penalty(s.model_tokens, cfg.max_new_tokens, algo.overlong_cache,
@@ -285,7 +286,7 @@ def set_advantages(run: Run, kept: list[Sample]) -> None:
         for s, a in zip(kept, adv.tolist()):
             s.advantage = a
             for b in s.branches:  # a trace's earlier branches: the episode's advantage (per-token estimators refused)
-                b.advantage, b.score, b.group_mean = a, s.score, s.group_mean
+                b.advantage, b.score, b.group_mean, b.bog = a, s.score, s.group_mean, s.bog
         return
     lengths = torch.tensor([len(s.token_ids) for s in kept])  # (N,)
     # the loss mask: tool observations are not the model's tokens (the reward sits at its last one)
