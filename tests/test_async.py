@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -218,6 +219,15 @@ def test_a_model_with_hundreds_of_tensors_reaches_the_worker(tmp_path):
     assert res.version == 0 and len(res.completions) == 2
 
 
+def sync_and_async(run, args, out: Path) -> tuple[list[dict], list[dict]]:
+    """``args`` run through ``run(*cli_args)`` synchronously (``out/sync``) and with ``--async-steps 1``
+    (``out/k1``), each expected to exit 0; the two runs' rollouts (the multi-turn async tests compare their step 1)."""
+    for name, extra in (("sync", ()), ("k1", ("--async-steps", "1"))):
+        r = run(*args, "--output-dir", str(out / name), *extra)
+        assert r.returncode == 0, r.stderr[-2000:]
+    return read_jsonl(out / "sync" / "rollouts.jsonl"), read_jsonl(out / "k1" / "rollouts.jsonl")
+
+
 @pytest.mark.parametrize("kind", ["tools", "episodes"])
 def test_multiturn_rollouts_in_the_worker_are_the_trainers_own(tiny_model_dir, tmp_path, kind):
     """``--tools python`` and a multi-turn environment run in the generation worker, wrapped as the trainer wraps
@@ -232,13 +242,9 @@ def test_multiturn_rollouts_in_the_worker_are_the_trainers_own(tiny_model_dir, t
     if kind == "episodes":  # the environment's own reward
         k = args.index("--reward")
         del args[k : k + 2]
-    run_cli(args)
-    run_cli([*args, "--output-dir", str(tmp_path / "k1"), "--async-steps", "1"])
-    sync, k1 = read_jsonl(tmp_path / "sync" / "rollouts.jsonl"), read_jsonl(tmp_path / "k1" / "rollouts.jsonl")
-    first = [(r["token_ids"] if "token_ids" in r else r["completion"], r.get("turns"), r["reward"])
-             for r in sync if r["step"] == 1]
-    assert first == [(r["token_ids"] if "token_ids" in r else r["completion"], r.get("turns"), r["reward"])
-                     for r in k1 if r["step"] == 1]
+    sync, k1 = sync_and_async(lambda *a: run_cli(list(a)), args, tmp_path)
+    assert [(r["completion"], r.get("turns"), r["reward"]) for r in sync if r["step"] == 1] == \
+        [(r["completion"], r.get("turns"), r["reward"]) for r in k1 if r["step"] == 1]
     assert _staleness(k1) == [0] * 8 + [1] * 8
     if kind == "tools":
         assert all(r.get("turns") for r in k1)

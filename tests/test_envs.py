@@ -375,14 +375,12 @@ def test_cli_train_and_eval_against_an_openenv_server(arith_server, tiny_model_d
 def test_openenv_episodes_run_in_the_async_worker_as_in_the_trainer(arith_server, tiny_model_dir, tmp_path):
     """``--async-steps 1``: the generation worker steps the server itself; step 1 (the start's weights either way)
     is the synchronous run's step 1, turn for turn, with the server's verdicts; step 2 is one version stale."""
+    from test_async import sync_and_async
+
     args = ["train", "--env", f"openenv:{arith_server}?size=8", "--model", str(tiny_model_dir), "--steps", "2",
             "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "4", "--progress", "false",
             "--plots", "false", "--threads", "1", "--tool-timeout", "20"]  # a loaded machine: no reset times out
-    for name, extra in (("sync", []), ("k1", ["--async-steps", "1"])):
-        r = cli(*args, "--output-dir", str(tmp_path / name), *extra)
-        assert r.returncode == 0, r.stderr[-2000:]
-    sync, k1 = ([json.loads(x) for x in (tmp_path / name / "rollouts.jsonl").read_text().splitlines()]
-                for name in ("sync", "k1"))
+    sync, k1 = sync_and_async(cli, args, tmp_path)
     assert [(r["turns"], r["reward"]) for r in sync if r["step"] == 1] == \
         [(r["turns"], r["reward"]) for r in k1 if r["step"] == 1]
     assert [r["info"]["policy_version"] for r in k1] == [0] * 8 and all(r["info"]["status"] == "ok" for r in k1)

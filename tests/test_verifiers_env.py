@@ -270,13 +270,11 @@ def test_cli_async_steps_drive_verifiers_episodes_from_the_generation_worker(tin
     """``--async-steps 1``: the worker serves its own policy copy behind its own loopback endpoint and verifiers drives
     the episodes there; step 1 (the start's weights either way) is the synchronous run's step 1 token for token, each
     episode seeded alike; step 2 is one version stale."""
+    from test_async import sync_and_async
+
     args = ("train", "--env", SPEC, "--model", str(tiny_model_dir), "--steps", "2", "--prompts-per-step", "2",
             "--group-size", "2", "--max-new-tokens", "8", "--progress", "false", "--plots", "false", "--threads", "1")
-    for name, extra in (("sync", ()), ("k1", ("--async-steps", "1"))):
-        r = cli(*args, "--output-dir", str(tmp_path / name), *extra, env=offline_uv)
-        assert r.returncode == 0, r.stderr[-2000:]
-    sync, k1 = ([json.loads(x) for x in (tmp_path / name / "rollouts.jsonl").read_text().splitlines()]
-                for name in ("sync", "k1"))
+    sync, k1 = sync_and_async(lambda *a: cli(*a, env=offline_uv), args, tmp_path)
     assert [(r["completion"], r["reward"]) for r in sync if r["step"] == 1] == \
         [(r["completion"], r["reward"]) for r in k1 if r["step"] == 1]
     assert [r["info"]["policy_version"] for r in k1] == [0] * 8 and all(r["info"]["status"] == "ok" for r in k1)

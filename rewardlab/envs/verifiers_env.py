@@ -38,6 +38,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import os
 import threading
 from typing import Any
 
@@ -307,21 +308,11 @@ def _each_token_once(parts: list[dict]) -> list[dict]:
     for i in range(len(parts) - 1):
         later = set()  # positions of branch i that a later branch samples, after the same ids
         for j in range(i + 1, len(parts)):
-            later.update(k for k in range(_common_prefix(full[i], full[j])) if masks[j][k])
+            later.update(k for k in range(len(os.path.commonprefix([full[i], full[j]]))) if masks[j][k])
         mask = [m and k not in later for k, m in enumerate(masks[i])]
         if any(mask):
             out.append(_branch(full[i], mask, [0.0] * len(parts[i]["prompt_ids"]) + parts[i]["logprobs"]))
     return [*out, parts[-1]]
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    """How many leading ids ``a`` and ``b`` share."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _broken(status: str, error: str) -> dict:

@@ -197,8 +197,7 @@ class AsyncRollout:
         mine = self._ahead.take(cfg.prompts_per_step)
         prompt_texts = [run.trainer.render(run.rows[i]) for i, _ in mine]
         sampling = run_sampling(cfg, seed=rollout_seed(cfg.seed, step))
-        episodes = getattr(run.trainer.multiturn, "kind", None) in ("episodes", "driven")  # they open on the rows
-        rows = [run.rows[i] for i, _ in mine] if episodes else None
+        rows = [run.rows[i] for i, _ in mine] if getattr(run.trainer.multiturn, "takes_rows", False) else None
         rid = self.worker.submit(prompt_texts, cfg.group_size, sampling, context=mine, rows=rows)
         self._requests[step] = (rid, mine, prompt_texts, sampling, rows)
         self._queued = step

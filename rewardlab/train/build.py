@@ -328,6 +328,11 @@ class Multiturn:
     settings: ToolSettings
     batch_size: int
 
+    @property
+    def takes_rows(self) -> bool:
+        """Whether the wrapped engine opens each prompt's episodes on its row (``generate(..., rows=)``)."""
+        return self.kind in ("episodes", "driven")
+
     def wrap(self, model: torch.nn.Module, tok: PreTrainedTokenizerBase, engine: RolloutEngine,
              engine_name: str) -> RolloutEngine:
         """``engine`` (a ``rollout.ENGINES`` row named ``engine_name``) wrapped; an engine that continues exact
